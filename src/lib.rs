@@ -1,0 +1,2 @@
+pub mod horizon;
+pub mod snowflake;

@@ -1,0 +1,320 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+const EPOCH: u64 = TWITTER_EPOCH_MS;
+const T0: u64 = 1_767_225_600_000; // 2026-01-01 00:00:00 UTC
+
+/// A clock that stands still unless the test or a pause moves it.
+struct FakeEnv {
+    now: u64,
+    persisted: Vec<u64>,
+    spins: u64,
+    sleeps: Vec<u64>,
+    fail_persist: bool,
+}
+
+impl FakeEnv {
+    fn at(now: u64) -> Self {
+        FakeEnv { now, persisted: vec![], spins: 0, sleeps: vec![], fail_persist: false }
+    }
+}
+
+impl Env for FakeEnv {
+    fn now_unix_ms(&mut self) -> u64 {
+        self.now
+    }
+    fn pause(&mut self, pause: Pause) {
+        match pause {
+            // Exhaustion: the real clock would tick over within the millisecond.
+            Pause::Spin => {
+                self.spins += 1;
+                self.now += 1;
+            }
+            Pause::Sleep { ms } => {
+                self.sleeps.push(ms);
+                self.now += ms;
+            }
+        }
+    }
+    fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+        if self.fail_persist {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.persisted.push(unix_ms);
+        Ok(())
+    }
+}
+
+fn cfg(worker_id: u16, max_clock_wait_ms: u64) -> Config {
+    Config { epoch_unix_ms: EPOCH, worker_id, max_clock_wait_ms }
+}
+
+fn fresh() -> SharedState {
+    let s = SharedState::default();
+    s.seed(EPOCH, 0);
+    s
+}
+
+proptest! {
+    #[test]
+    fn layout_round_trips_every_field(millis in 0..=MAX_MILLIS, worker_id in 0..=MAX_WORKER_ID, sequence in 0..=MAX_SEQUENCE) {
+        let parts = Parts { millis, worker_id, sequence };
+        let id = compose(parts).unwrap();
+        prop_assert!(id >= 0);
+        prop_assert_eq!(decompose(id).unwrap(), parts);
+    }
+
+    #[test]
+    fn ids_order_like_their_fields(a in (0..=MAX_MILLIS, 0..=MAX_WORKER_ID, 0..=MAX_SEQUENCE),
+                                   b in (0..=MAX_MILLIS, 0..=MAX_WORKER_ID, 0..=MAX_SEQUENCE)) {
+        let ida = compose(Parts { millis: a.0, worker_id: a.1, sequence: a.2 }).unwrap();
+        let idb = compose(Parts { millis: b.0, worker_id: b.1, sequence: b.2 }).unwrap();
+        prop_assert_eq!(ida.cmp(&idb), a.cmp(&b));
+    }
+
+    #[test]
+    fn every_non_negative_id_decomposes_and_recomposes(id in 0..=i64::MAX) {
+        prop_assert_eq!(compose(decompose(id).unwrap()).unwrap(), id);
+    }
+
+    /// Whatever the clock does — stand still, jump ahead, step back a little or a lot — every id
+    /// issued is greater than the one before, and none lies beyond the persisted horizon.
+    #[test]
+    fn never_a_duplicate_or_a_decrease_under_any_clock(
+        steps in prop::collection::vec((-3_000i64..3_000, 1usize..5_000), 1..40),
+        max_wait in 0u64..2_000,
+    ) {
+        let state = fresh();
+        let mut env = FakeEnv::at(T0);
+        let config = cfg(7, max_wait);
+        let mut last = -1i64;
+        for (jump, count) in steps {
+            env.now = env.now.checked_add_signed(jump).unwrap();
+            for _ in 0..count {
+                match next_id(&state, &config, &mut env) {
+                    Ok(id) => {
+                        prop_assert!(id > last, "{id} after {last}");
+                        let unix = decompose(id).unwrap().millis + EPOCH;
+                        prop_assert!(unix <= *env.persisted.iter().max().unwrap());
+                        last = id;
+                    }
+                    Err(GenError::ClockBehind { behind_ms, .. }) => {
+                        prop_assert!(behind_ms > max_wait);
+                        break;
+                    }
+                    Err(e) => prop_assert!(false, "unexpected {e}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_fields_and_negative_ids_are_refused() {
+    assert_eq!(
+        compose(Parts { millis: MAX_MILLIS + 1, worker_id: 0, sequence: 0 }),
+        Err(LayoutError::MillisOutOfRange(MAX_MILLIS + 1))
+    );
+    assert_eq!(
+        compose(Parts { millis: 0, worker_id: 1024, sequence: 0 }),
+        Err(LayoutError::WorkerOutOfRange(1024))
+    );
+    assert_eq!(
+        compose(Parts { millis: 0, worker_id: 0, sequence: 4096 }),
+        Err(LayoutError::SequenceOutOfRange(4096))
+    );
+    assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
+}
+
+#[test]
+fn the_layout_is_the_documented_one() {
+    // 1 ms after the epoch, worker 1, sequence 1: bits 22, 12 and 0.
+    let id = compose(Parts { millis: 1, worker_id: 1, sequence: 1 }).unwrap();
+    assert_eq!(id, (1 << 22) | (1 << 12) | 1);
+    assert_eq!(compose(Parts { millis: MAX_MILLIS, worker_id: 1023, sequence: 4095 }).unwrap(), i64::MAX);
+}
+
+#[test]
+fn epoch_checks() {
+    assert!(check_epoch(EPOCH, T0).is_ok());
+    assert!(check_epoch(T0 + 1, T0).unwrap_err().contains("future"));
+    // A Unix-epoch generator runs out in 2039: 2^41 ms after 1970.
+    assert!(check_epoch(0, MAX_MILLIS + 1).unwrap_err().contains("overflow"));
+    assert!(check_epoch(0, MAX_MILLIS).is_ok());
+}
+
+#[test]
+fn same_millisecond_counts_the_sequence_up() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    let ids: Vec<_> = (0..3).map(|_| next_id(&state, &cfg(5, 0), &mut env).unwrap()).collect();
+    let parts: Vec<_> = ids.iter().map(|&id| decompose(id).unwrap()).collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert_eq!(*p, Parts { millis: T0 - EPOCH, worker_id: 5, sequence: i as u16 });
+    }
+    assert_eq!(env.spins, 0);
+}
+
+#[test]
+fn an_exhausted_millisecond_waits_for_the_next() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    for _ in 0..4096 {
+        next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    }
+    assert_eq!(env.now, T0, "4,096 ids fit in one millisecond");
+    let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(decompose(id).unwrap(), Parts { millis: T0 + 1 - EPOCH, worker_id: 0, sequence: 0 });
+    assert_eq!(env.spins, 1);
+    let stats = state.stats();
+    assert_eq!(stats.exhaustion_waits, 1);
+    assert_eq!(stats.ids_issued, 4097);
+}
+
+#[test]
+fn a_clock_step_back_within_the_limit_waits_it_out() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    let before = next_id(&state, &cfg(0, 100), &mut env).unwrap();
+    env.now = T0 - 40;
+    let after = next_id(&state, &cfg(0, 100), &mut env).unwrap();
+    assert!(after > before);
+    assert_eq!(env.sleeps.iter().sum::<u64>(), 40, "slept until the clock was back at T0");
+    assert_eq!(decompose(after).unwrap().millis, T0 - EPOCH);
+    let stats = state.stats();
+    assert_eq!((stats.clock_regressions, stats.max_regression_ms), (1, 40));
+}
+
+#[test]
+fn a_clock_step_back_beyond_the_limit_is_an_error_and_issues_nothing() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    next_id(&state, &cfg(0, 100), &mut env).unwrap();
+    let word_before = state.word.load(Ordering::SeqCst);
+    env.now = T0 - 101;
+    match next_id(&state, &cfg(0, 100), &mut env) {
+        Err(GenError::ClockBehind { behind_ms: 101, max_wait_ms: 100, resume_unix_ms }) => {
+            assert_eq!(resume_unix_ms, T0 + 1)
+        }
+        other => panic!("expected ClockBehind, got {other:?}"),
+    }
+    assert!(env.sleeps.is_empty(), "no point waiting for a clock that cannot catch up in time");
+    assert_eq!(state.word.load(Ordering::SeqCst), word_before);
+    assert_eq!(state.stats().ids_issued, 1);
+}
+
+#[test]
+fn the_horizon_is_persisted_before_an_id_beyond_it() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(env.persisted, vec![T0 + HORIZON_LEAD_MS]);
+    // Within the first half of the lead nothing more is written ...
+    env.now = T0 + HORIZON_LEAD_MS / 2;
+    next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(env.persisted.len(), 1);
+    // ... past it, the horizon moves ahead again.
+    env.now += 1;
+    next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(env.persisted, vec![T0 + HORIZON_LEAD_MS, T0 + HORIZON_LEAD_MS / 2 + 1 + HORIZON_LEAD_MS]);
+}
+
+#[test]
+fn a_failed_persist_issues_nothing_and_frees_the_writer() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    env.fail_persist = true;
+    assert!(matches!(next_id(&state, &cfg(0, 0), &mut env), Err(GenError::Horizon(_))));
+    assert_eq!(state.stats().ids_issued, 0);
+    env.fail_persist = false;
+    next_id(&state, &cfg(0, 0), &mut env).expect("the writer slot was released");
+}
+
+#[test]
+fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
+    let first = fresh();
+    let mut env = FakeEnv::at(T0);
+    let mut last = 0;
+    for _ in 0..10_000 {
+        last = next_id(&first, &cfg(3, 1000), &mut env).unwrap();
+    }
+    let mark = *env.persisted.last().unwrap();
+
+    // The server comes back with its clock 5 s behind: no id, a clear error.
+    let second = SharedState::default();
+    second.seed(EPOCH, mark);
+    let mut env = FakeEnv::at(T0 - 5_000);
+    assert!(matches!(next_id(&second, &cfg(3, 1000), &mut env), Err(GenError::ClockBehind { .. })));
+    assert_eq!(second.stats().ids_issued, 0);
+
+    // Once the clock is within max_clock_wait of the mark, it waits and resumes above it.
+    env.now = mark - 500;
+    let resumed = next_id(&second, &cfg(3, 1000), &mut env).unwrap();
+    assert!(resumed > last);
+    assert_eq!(decompose(resumed).unwrap().millis + EPOCH, mark + 1);
+    assert_eq!(second.stats().ids_issued, 1, "the seed is not counted as an id");
+}
+
+#[test]
+fn a_clean_shutdown_records_the_last_millisecond_issued() {
+    let state = fresh();
+    let mut env = FakeEnv::at(T0);
+    next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(state.high_water_unix_ms(EPOCH), T0);
+    assert_eq!(state.stats().last_millis, Some(T0 - EPOCH));
+}
+
+#[test]
+fn the_clock_before_the_epoch_or_past_41_bits_is_an_error() {
+    let state = fresh();
+    let mut env = FakeEnv::at(EPOCH - 1);
+    assert!(matches!(next_id(&state, &cfg(0, 0), &mut env), Err(GenError::ClockBeforeEpoch { .. })));
+    env.now = EPOCH + MAX_MILLIS + 1;
+    assert!(matches!(next_id(&state, &cfg(0, 0), &mut env), Err(GenError::Overflow { .. })));
+}
+
+/// Real threads on a real clock sharing one state, as backends share shared memory.
+#[test]
+fn concurrent_generators_never_collide() {
+    struct RealEnv<'a>(&'a AtomicU64);
+    impl Env for RealEnv<'_> {
+        fn now_unix_ms(&mut self) -> u64 {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+        }
+        fn pause(&mut self, pause: Pause) {
+            match pause {
+                Pause::Spin => std::hint::spin_loop(),
+                Pause::Sleep { ms } => std::thread::sleep(std::time::Duration::from_millis(ms)),
+            }
+        }
+        fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+            self.0.fetch_max(unix_ms, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    let state = fresh();
+    let persisted = AtomicU64::new(0);
+    let per_thread = 100_000;
+    let batches: Vec<Vec<i64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut env = RealEnv(&persisted);
+                    (0..per_thread).map(|_| next_id(&state, &cfg(9, 1000), &mut env).unwrap()).collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = HashSet::new();
+    for batch in &batches {
+        assert!(batch.windows(2).all(|w| w[0] < w[1]), "each thread sees increasing ids");
+        for &id in batch {
+            assert!(all.insert(id), "duplicate {id}");
+            assert!(decompose(id).unwrap().millis + EPOCH <= persisted.load(Ordering::SeqCst));
+        }
+    }
+    assert_eq!(all.len(), 4 * per_thread);
+    assert_eq!(state.stats().ids_issued, 4 * per_thread as u64);
+}
