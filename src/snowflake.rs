@@ -278,6 +278,10 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
     let mut waited_exhausted = false;
     let mut counted_regression = false;
     loop {
+        // Load the word before reading the clock. The other order races: another backend can
+        // issue from the next millisecond between our clock read and our load, and we would
+        // take our own stale reading for a clock step back (and sleep for nothing).
+        let last = state.word.load(Ordering::Acquire);
         let now_unix = env.now_unix_ms();
         let now = now_unix.checked_sub(cfg.epoch_unix_ms).ok_or(GenError::ClockBeforeEpoch {
             now_unix_ms: now_unix,
@@ -286,7 +290,6 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
         if now > MAX_MILLIS {
             return Err(GenError::Overflow { now_unix_ms: now_unix, epoch_unix_ms: cfg.epoch_unix_ms });
         }
-        let last = state.word.load(Ordering::Acquire);
         match decide(last, now) {
             Decision::Issue { millis, sequence } => {
                 if !horizon_allows(state, now_unix, env)? {

@@ -317,4 +317,6 @@ fn concurrent_generators_never_collide() {
     }
     assert_eq!(all.len(), 4 * per_thread);
     assert_eq!(state.stats().ids_issued, 4 * per_thread as u64);
+    // The clock did not go back during the test: a racing peer must not look like it did.
+    assert_eq!(state.stats().clock_regressions, 0);
 }

@@ -1,0 +1,13 @@
+# The two commands of the README. Both install what is missing first (apt packages,
+# cargo-pgrx 0.18.1), so they work on a fresh machine; both are safe to run again.
+
+.PHONY: run test
+
+## The main job: build and install idgen, start a throwaway cluster in .pgdata/ with idgen
+## preloaded, and run the demo.
+run:
+	bash benches/main
+
+## Every test: core, in-Postgres, SQL-level and server scenarios.
+test:
+	bash pg_test/run

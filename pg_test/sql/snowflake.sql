@@ -1,0 +1,71 @@
+-- snowflake_next() and its decoders, on a cluster with idgen preloaded and idgen.worker_id = 1.
+
+-- The volatility, strictness and parallel labels are part of the API.
+SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par
+FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
+ORDER BY 1::text;
+
+-- Ids are positive, carry the worker id, and strictly increase within a statement.
+SELECT snowflake_next() > 0 AS positive, snowflake_worker_id(snowflake_next()) AS worker;
+WITH ids AS (SELECT n, snowflake_next() AS id FROM generate_series(1, 200000) n)
+SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids,
+       bool_and(id > prev) AS strictly_increasing
+FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM ids) t;
+
+-- The timestamp is the clock's, to the millisecond.
+SELECT abs(extract(epoch FROM snowflake_timestamp(snowflake_next()) - clock_timestamp())) < 1 AS now_ish;
+
+-- The layout: bit 22 is the first millisecond bit, bit 12 the first worker bit.
+SELECT snowflake_worker_id((1::bigint << 22) | (1023 << 12) | 4095) AS worker,
+       snowflake_sequence((1::bigint << 22) | (1023 << 12) | 4095) AS seq,
+       snowflake_timestamp((1::bigint << 22), 0) AS one_ms_after_1970,
+       snowflake_timestamp(0) AS epoch_default;
+
+-- snowflake_from_timestamp gives the smallest id of its millisecond: a bound for range scans.
+SELECT snowflake_from_timestamp('2024-05-01 12:00:00.0019+00') AS bound,
+       snowflake_timestamp(snowflake_from_timestamp('2024-05-01 12:00:00.0019+00')) AS bound_ts,
+       snowflake_from_timestamp('2024-05-01 12:00:00.0019+00', 1288834974657)
+         = snowflake_from_timestamp('2024-05-01 12:00:00.0019+00') AS same_as_explicit_epoch;
+SELECT snowflake_next() >= snowflake_from_timestamp(now()) AS after_bound,
+       snowflake_next() < snowflake_from_timestamp(clock_timestamp() + interval '1 second') AS before_next_bound;
+
+-- IMMUTABLE forms serve in index expressions and partition bounds.
+CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_next(), body text)
+  PARTITION BY RANGE (id);
+CREATE TABLE events_2024 PARTITION OF events FOR VALUES
+  FROM (snowflake_from_timestamp('2024-01-01+00', 1288834974657))
+  TO (snowflake_from_timestamp('2025-01-01+00', 1288834974657));
+CREATE TABLE events_later PARTITION OF events FOR VALUES
+  FROM (snowflake_from_timestamp('2025-01-01+00', 1288834974657)) TO (MAXVALUE);
+CREATE INDEX ON events ((snowflake_timestamp(id, 1288834974657)));
+INSERT INTO events (body) VALUES ('a'), ('b');
+SELECT tableoid::regclass AS partition, count(*) FROM events GROUP BY 1;
+DROP TABLE events;
+
+-- Stats count exactly the ids issued (this suite runs alone on its server).
+SELECT ids_issued AS before FROM idgen_stats() \gset
+SELECT count(snowflake_next()) FROM generate_series(1, 12345);
+SELECT ids_issued - :before AS issued, worker_id, horizon > clock_timestamp() AS horizon_ahead,
+       last_issued <= clock_timestamp() AS last_issued_past FROM idgen_stats();
+
+-- Errors: SQLSTATE, message, HINT.
+SELECT error_of('SELECT snowflake_timestamp(-1)');
+SELECT error_of('SELECT snowflake_worker_id(-5)');
+SELECT error_of($$SELECT snowflake_from_timestamp('2001-01-01+00')$$);
+SELECT error_of($$SELECT snowflake_from_timestamp('infinity')$$);
+SELECT error_of($$SELECT snowflake_from_timestamp('2100-01-01+00')$$);
+SELECT error_of($$SELECT snowflake_timestamp(1, -1)$$);
+SELECT snowflake_timestamp(NULL) IS NULL AS strict_null;
+
+-- The worker id and epoch are fixed at server start: no session may choose its own.
+SELECT error_of('SET idgen.worker_id = 7');
+SELECT error_of('SET idgen.epoch = 0');
+SELECT error_of($$SELECT set_config('idgen.worker_id', '7', false)$$);
+SHOW idgen.worker_id;
+SHOW idgen.epoch;
+SHOW idgen.max_clock_wait;
+SET idgen.max_clock_wait = 0;
+SELECT snowflake_next() > 0 AS works_without_waiting;
+RESET idgen.max_clock_wait;
+SELECT error_of('SET idgen.max_clock_wait = -1');

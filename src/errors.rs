@@ -1,0 +1,44 @@
+//! Every error idgen raises goes through here, so each one carries a SQLSTATE, and a HINT where
+//! the user can do something about it.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+pub use PgSqlErrorCode::{
+    ERRCODE_DATA_CORRUPTED as DATA_CORRUPTED, ERRCODE_DATETIME_FIELD_OVERFLOW as DATETIME_OUT_OF_RANGE,
+    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER, ERRCODE_IO_ERROR as IO_ERROR,
+    ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_IN_PREREQUISITE_STATE,
+    ERRCODE_SYSTEM_ERROR as SYSTEM_ERROR,
+};
+
+/// An error about to be raised; add a detail or hint, then `raise()`.
+#[must_use]
+pub struct Error(ErrorReport);
+
+pub fn error(code: PgSqlErrorCode, message: impl Into<String>) -> Error {
+    Error(ErrorReport::new(code, message.into(), "idgen"))
+}
+
+impl Error {
+    pub fn detail(self, detail: impl Into<String>) -> Self {
+        Error(self.0.set_detail(detail))
+    }
+    pub fn hint(self, hint: impl Into<String>) -> Self {
+        Error(self.0.set_hint(hint))
+    }
+    pub fn raise(self) -> ! {
+        self.0.report(PgLogLevel::ERROR);
+        unreachable!("ERROR does not return")
+    }
+    pub fn warn(self) {
+        self.0.report(PgLogLevel::WARNING);
+    }
+}
+
+/// Functions that need shared memory call this when idgen was not preloaded.
+pub fn not_preloaded(what: &str) -> ! {
+    error(NOT_IN_PREREQUISITE_STATE, format!("{what} needs idgen in shared_preload_libraries"))
+        .detail("idgen keeps its generator state in shared memory, which exists only when the library is loaded at server start.")
+        .hint("Add idgen to shared_preload_libraries in postgresql.conf (or ALTER SYSTEM SET shared_preload_libraries = 'idgen') and restart the server.")
+        .raise()
+}

@@ -1,0 +1,112 @@
+//! Every idgen.* setting, its limits and who may change it.
+
+use crate::errors::{self, error};
+use crate::snowflake::{self, MAX_WORKER_ID, TWITTER_EPOCH_MS};
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// -1 means unset. Postmaster context: a session can never pick its own worker id, which is how
+/// two writers end up sharing one and minting the same ids; and it cannot change under running
+/// backends, which keeps ids from one server strictly increasing.
+static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"1288834974657"));
+/// Long enough to ride out a small NTP step and the horizon lead after crash recovery
+/// (`HORIZON_LEAD_MS`, 1 s); short enough that a real clock fault fails a statement instead of
+/// stalling every writer.
+static MAX_CLOCK_WAIT: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+/// The epoch in Unix ms, parsed and checked once in the postmaster; 0 until then.
+static EPOCH_MS: AtomicU64 = AtomicU64::new(0);
+
+const EPOCH_GUC: &CStr = c"idgen.epoch";
+
+/// Defines the settings. The postmaster-context ones exist only when idgen is preloaded:
+/// defining them later is FATAL for the session ("cannot create PGC_POSTMASTER variables after
+/// startup"), and without shared memory there is nothing for them to configure.
+pub fn register(preloading: bool) {
+    GucRegistry::define_int_guc(
+        c"idgen.max_clock_wait",
+        c"How long snowflake_next() waits for a clock that is behind the last id issued.",
+        c"If the clock is behind by more than this, snowflake_next() raises an error instead of waiting.",
+        &MAX_CLOCK_WAIT,
+        0,
+        3_600_000,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
+    );
+    if !preloading {
+        return;
+    }
+    GucRegistry::define_int_guc(
+        c"idgen.worker_id",
+        c"This server's snowflake worker id (0-1023), unique among all servers that write ids.",
+        c"Unset (-1) by default: snowflake_next() refuses to run until it is set in postgresql.conf or with ALTER SYSTEM, followed by a restart.",
+        &WORKER_ID,
+        -1,
+        i32::from(MAX_WORKER_ID),
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        EPOCH_GUC,
+        c"Snowflake epoch, in milliseconds since 1970-01-01 UTC.",
+        c"Fixed at server start. Default: Twitter's epoch, 1288834974657 (2010-11-04 01:42:54.657 UTC).",
+        &EPOCH,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    let text = EPOCH.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let epoch = parse_epoch(&text).and_then(|ms| {
+        snowflake::check_epoch(ms, crate::clock::now_unix_ms()).map(|()| ms)
+    });
+    match epoch {
+        Ok(ms) => EPOCH_MS.store(ms, Ordering::Relaxed),
+        // In the postmaster this stops the server from starting: ids on a wrong epoch would
+        // sort wrongly against every id already stored.
+        Err(why) => error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}"))
+            .hint("Set idgen.epoch to a past Unix time in milliseconds less than 2^41 ms ago, e.g. 1288834974657.")
+            .raise(),
+    }
+}
+
+fn parse_epoch(text: &str) -> Result<u64, String> {
+    text.trim().parse::<u64>().map_err(|_| format!("{text:?} is not a whole number of milliseconds"))
+}
+
+/// The epoch in Unix ms. When idgen is not preloaded, the decoding functions still honour an
+/// idgen.epoch written in postgresql.conf (Postgres keeps it as a placeholder).
+pub fn epoch_ms() -> u64 {
+    match EPOCH_MS.load(Ordering::Relaxed) {
+        0 => {
+            let raw = unsafe { pgrx::pg_sys::GetConfigOption(EPOCH_GUC.as_ptr(), true, false) };
+            if raw.is_null() {
+                return TWITTER_EPOCH_MS;
+            }
+            let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
+            parse_epoch(&text).unwrap_or_else(|why| {
+                error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}")).raise()
+            })
+        }
+        ms => ms,
+    }
+}
+
+pub fn worker_id_if_set() -> Option<u16> {
+    u16::try_from(WORKER_ID.get()).ok()
+}
+
+/// The worker id, or an error telling how to set it.
+pub fn worker_id() -> u16 {
+    match worker_id_if_set() {
+        Some(id) => id,
+        None => error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.worker_id is not set")
+            .detail("Every server that writes snowflake ids needs its own worker id (0-1023); two servers with the same one can mint the same ids.")
+            .hint("Set it in postgresql.conf or with ALTER SYSTEM SET idgen.worker_id = <0-1023>, then restart the server.")
+            .raise(),
+    }
+}
+
+pub fn max_clock_wait_ms() -> u64 {
+    MAX_CLOCK_WAIT.get().max(0) as u64
+}

@@ -1,0 +1,29 @@
+//! The SQL-callable functions, one file per family. Thin: read settings and shared state, call
+//! the pure core, turn its errors into Postgres errors.
+
+pub mod snowflake;
+
+use crate::errors::{self, error};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::pg_sys;
+
+/// Microseconds from 1970-01-01 to Postgres' own epoch, 2000-01-01.
+const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+
+/// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity.
+pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
+    if !ts.is_finite() {
+        error(errors::DATETIME_OUT_OF_RANGE, format!("{what}: timestamp out of range: infinity"))
+            .hint("Pass a finite timestamp.")
+            .raise();
+    }
+    let us: pg_sys::TimestampTz = ts.into();
+    (us + PG_EPOCH_OFFSET_US).div_euclid(1000)
+}
+
+pub fn timestamp_of_unix_ms(ms: u64) -> TimestampWithTimeZone {
+    let us = (ms as i64) * 1000 - PG_EPOCH_OFFSET_US;
+    TimestampWithTimeZone::try_from(us).unwrap_or_else(|_| {
+        error(errors::DATETIME_OUT_OF_RANGE, format!("{ms} ms since 1970 is out of the timestamp range")).raise()
+    })
+}

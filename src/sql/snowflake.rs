@@ -1,0 +1,148 @@
+//! snowflake_next() and the functions that take snowflake ids apart and build range bounds.
+//!
+//! Volatility: snowflake_next() and idgen_stats() change with every call (VOLATILE). The
+//! decoders that read idgen.epoch depend on a setting (STABLE); the forms that take the epoch as
+//! an argument, and those that do not need it, are IMMUTABLE and can serve in index expressions,
+//! generated columns and partition bounds. All are PARALLEL SAFE: parallel workers share the
+//! generator's shared memory and the postmaster-fixed worker id.
+
+use crate::errors::{self, error};
+use crate::snowflake::{self as sf, Config, GenError, MAX_MILLIS};
+use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
+use crate::{clock, settings, shared};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+/// The next snowflake id of this server: strictly greater than every id it issued before.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_next() -> i64 {
+    let state = shared::snowflake("snowflake_next()");
+    let config = Config {
+        epoch_unix_ms: settings::epoch_ms(),
+        worker_id: settings::worker_id(),
+        max_clock_wait_ms: settings::max_clock_wait_ms(),
+    };
+    sf::next_id(state, &config, &mut clock::Backend).unwrap_or_else(|e| raise_generator(e))
+}
+
+fn raise_generator(e: GenError) -> ! {
+    let message = e.to_string();
+    match e {
+        GenError::ClockBehind { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
+            .detail(format!(
+                "No id is issued from a millisecond before the last one used, so ids never repeat or decrease. Ids resume once the clock passes {}.",
+                timestamp_text(resume_unix_ms)
+            ))
+            .hint("Check the system clock (NTP). To wait longer instead of failing, raise idgen.max_clock_wait.")
+            .raise(),
+        GenError::ClockBeforeEpoch { .. } => error(errors::SYSTEM_ERROR, message)
+            .hint("Check the system clock, or idgen.epoch in postgresql.conf.")
+            .raise(),
+        GenError::Overflow { .. } => error(errors::SYSTEM_ERROR, message)
+            .hint("Snowflake ids span about 69.7 years from idgen.epoch; a later epoch would make new ids sort below old ones.")
+            .raise(),
+        GenError::Horizon(_) => error(errors::IO_ERROR, message)
+            .detail(format!("Before ids from a new second are issued, {} in the data directory must be updated and fsynced.", clock::HORIZON_FILE))
+            .hint("Check free space and permissions in the data directory.")
+            .raise(),
+    }
+}
+
+fn timestamp_text(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    format!("{secs}.{:03} s since 1970 (UTC)", unix_ms % 1000)
+}
+
+fn parts(id: i64) -> sf::Parts {
+    sf::decompose(id).unwrap_or_else(|e| {
+        error(errors::INVALID_PARAMETER, format!("invalid snowflake id: {e}"))
+            .hint("Snowflake ids are non-negative bigints.")
+            .raise()
+    })
+}
+
+fn checked_epoch(epoch_ms: i64) -> u64 {
+    // Any epoch from 1970 until the last one whose ids still fit the timestamp range.
+    if !(0..=i64::from(i32::MAX) * 1000).contains(&epoch_ms) {
+        error(errors::INVALID_PARAMETER, format!("epoch {epoch_ms} is out of range"))
+            .hint("Pass the epoch as Unix milliseconds between 0 and 2147483647000, e.g. 1288834974657.")
+            .raise();
+    }
+    epoch_ms as u64
+}
+
+/// When the id was issued, given the epoch it was issued under.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_timestamp")]
+fn snowflake_timestamp_at_epoch(id: i64, epoch_ms: i64) -> TimestampWithTimeZone {
+    timestamp_of_unix_ms(parts(id).millis + checked_epoch(epoch_ms))
+}
+
+/// When the id was issued, under idgen.epoch.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
+    timestamp_of_unix_ms(parts(id).millis + settings::epoch_ms())
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_worker_id(id: i64) -> i32 {
+    i32::from(parts(id).worker_id)
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_sequence(id: i64) -> i32 {
+    i32::from(parts(id).sequence)
+}
+
+fn lowest_id(ts: TimestampWithTimeZone, epoch_ms: u64) -> i64 {
+    let unix_ms = unix_ms_of(ts, "snowflake_from_timestamp");
+    let millis = unix_ms - epoch_ms as i64;
+    if !(0..=MAX_MILLIS as i64).contains(&millis) {
+        error(errors::DATETIME_OUT_OF_RANGE, "timestamp out of range for a snowflake id")
+            .detail(format!("Snowflake ids cover {epoch_ms} to {} ms since 1970.", epoch_ms + MAX_MILLIS))
+            .hint("Pass a timestamp at or after the epoch and less than about 69.7 years after it.")
+            .raise();
+    }
+    sf::lowest_id_at(millis as u64).expect("range checked")
+}
+
+/// The smallest id issued at that millisecond (worker 0, sequence 0), under the given epoch: a
+/// bound for range scans, cursors and partitions.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_from_timestamp")]
+fn snowflake_from_timestamp_at_epoch(ts: TimestampWithTimeZone, epoch_ms: i64) -> i64 {
+    lowest_id(ts, checked_epoch(epoch_ms))
+}
+
+/// The smallest id issued at that millisecond, under idgen.epoch.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
+    lowest_id(ts, settings::epoch_ms())
+}
+
+/// The generator's counters since the server started.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn idgen_stats() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(ids_issued, i64),
+        name!(exhaustion_waits, i64),
+        name!(clock_regressions, i64),
+        name!(max_regression_ms, i64),
+        name!(last_issued, Option<TimestampWithTimeZone>),
+        name!(horizon, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let stats = shared::snowflake("idgen_stats()").stats();
+    let epoch = settings::epoch_ms();
+    let worker = settings::worker_id_if_set().map(i32::from);
+    TableIterator::once((
+        worker,
+        stats.ids_issued as i64,
+        stats.exhaustion_waits as i64,
+        stats.clock_regressions as i64,
+        stats.max_regression_ms as i64,
+        stats.last_millis.map(|m| timestamp_of_unix_ms(m + epoch)),
+        (stats.horizon_unix_ms > 0).then(|| timestamp_of_unix_ms(stats.horizon_unix_ms)),
+    ))
+}
