@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what is missing first (apt packages,
 # cargo-pgrx 0.18.1), so they work on a fresh machine; both are safe to run again.
 
-.PHONY: run test
+.PHONY: run test stop
 
 ## The main job: build and install idgen, start a throwaway cluster in .pgdata/ with idgen
 ## preloaded, and run the demo.
@@ -11,3 +11,7 @@ run:
 ## Every test: core, in-Postgres, SQL-level and server scenarios.
 test:
 	bash pg_test/run
+
+## Stop the throwaway clusters that `make run` and `make test` started.
+stop:
+	bash -c 'source pg_test/cluster.sh && for c in main test plain; do stop_cluster $$c; done'

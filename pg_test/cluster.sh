@@ -8,7 +8,8 @@ PG_BIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PG_BIN/pg_config
 PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
 LIBFAKETIME=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
-APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo faketime make python3)
+APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo faketime make
+              python3 python3-psycopg2 python3-matplotlib)
 PGRX_VERSION=0.18.1
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

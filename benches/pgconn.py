@@ -1,0 +1,54 @@
+"""Connecting to the server under study, with errors a person can act on.
+
+Uses the standard libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE), so the benchmarks
+run against any server with idgen preloaded.
+"""
+import sys
+
+import psycopg2  # Debian's python3-psycopg2: the standard PostgreSQL driver for Python
+
+
+class BenchError(Exception):
+    """A problem the user must fix before the benchmark can run."""
+
+
+def connect(autocommit=True):
+    try:
+        conn = psycopg2.connect("")
+    except psycopg2.OperationalError as e:
+        raise BenchError(
+            f"cannot reach the server: {str(e).strip()}\n"
+            "Set PGHOST/PGPORT/PGUSER/PGDATABASE, or run `make run`, which starts a throwaway cluster."
+        ) from e
+    conn.autocommit = autocommit
+    return conn
+
+
+def one(cur, sql, args=None):
+    cur.execute(sql, args)
+    return cur.fetchone()
+
+
+def require_idgen(cur):
+    """idgen must be installed and preloaded (its generators keep state in shared memory)."""
+    if not one(cur, "SELECT count(*) FROM pg_available_extensions WHERE name = 'idgen'")[0]:
+        raise BenchError("idgen is not installed on this server: run `make run` or `cargo pgrx install`.")
+    cur.execute("CREATE EXTENSION IF NOT EXISTS idgen")
+    preload = one(cur, "SELECT current_setting('shared_preload_libraries')")[0]
+    if "idgen" not in [p.strip() for p in preload.split(",")]:
+        raise BenchError(
+            "idgen is not in shared_preload_libraries on this server.\n"
+            "HINT: ALTER SYSTEM SET shared_preload_libraries = 'idgen'; set idgen.worker_id; restart."
+        )
+
+
+def main_guard(main):
+    """Runs main(), turning BenchError and database errors into one clear line and exit 2."""
+    try:
+        return main()
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except psycopg2.Error as e:
+        print(f"error: {e.pgcode or ''} {str(e).strip()}", file=sys.stderr)
+        return 2
