@@ -25,3 +25,24 @@ fn snowflake_timestamp_is_now() {
     assert!(skew_ms.unwrap().unwrap() < 1000.0);
 }
 
+
+/// Checked by an independent parser, the uuid crate: version, variant, and the timestamp.
+#[pg_test]
+fn uuid_v7_is_rfc_9562_version_7_by_an_independent_parser() {
+    let text = Spi::get_one::<String>("SELECT uuid_v7()::text").unwrap().unwrap();
+    let parsed = uuid::Uuid::parse_str(&text).unwrap();
+    assert_eq!(parsed.get_version_num(), 7);
+    assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
+    let (secs, _) = parsed.get_timestamp().expect("v7 carries a timestamp").to_unix();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert!(now.abs_diff(secs) <= 1, "{secs} vs {now}");
+}
+
+#[pg_test]
+fn uuid_v7_boundary_parses_as_the_millisecond_it_was_given() {
+    let text = Spi::get_one::<String>("SELECT uuid_v7_boundary('2024-01-02 03:04:05.678+00')::text")
+        .unwrap()
+        .unwrap();
+    let (secs, nanos) = uuid::Uuid::parse_str(&text).unwrap().get_timestamp().unwrap().to_unix();
+    assert_eq!((secs, nanos), (1_704_164_645, 678_000_000));
+}

@@ -16,6 +16,10 @@ static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(S
 /// stalling every writer.
 static MAX_CLOCK_WAIT: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
+/// The passphrase of base62_encode_keyed(). Superuser-only: ordinary roles can use the keyed
+/// functions but cannot SHOW the key.
+static BASE62_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
 /// The epoch in Unix ms, parsed and checked once in the postmaster; 0 until then.
 static EPOCH_MS: AtomicU64 = AtomicU64::new(0);
 
@@ -34,6 +38,14 @@ pub fn register(preloading: bool) {
         3_600_000,
         GucContext::Userset,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_string_guc(
+        c"idgen.base62_key",
+        c"Passphrase of the keyed base62 permutation (base62_encode_keyed / base62_decode_keyed).",
+        c"Visible to superusers only. Hides volume; it is not encryption.",
+        &BASE62_KEY,
+        GucContext::Suset,
+        GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
     );
     if !preloading {
         return;
@@ -109,4 +121,16 @@ pub fn worker_id() -> u16 {
 
 pub fn max_clock_wait_ms() -> u64 {
     MAX_CLOCK_WAIT.get().max(0) as u64
+}
+
+/// The base62 passphrase as raw bytes (no copy), or None when unset or empty.
+pub fn base62_key() -> Option<&'static [u8]> {
+    let raw = unsafe { *BASE62_KEY.as_ptr() };
+    if raw.is_null() {
+        return None;
+    }
+    // SAFETY: Postgres owns the string until the setting changes, which cannot happen while
+    // this backend is inside a function call that reads it.
+    let bytes = unsafe { CStr::from_ptr(raw) }.to_bytes();
+    (!bytes.is_empty()).then_some(bytes)
 }

@@ -7,7 +7,7 @@ use crate::{horizon, settings, snowflake::SharedState};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PgAtomic, PGRXSharedMemory};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 // SAFETY: SharedState is plain atomics, no pointers: valid at any address in any process.
 unsafe impl PGRXSharedMemory for SharedState {}
@@ -15,6 +15,10 @@ unsafe impl PGRXSharedMemory for SharedState {}
 static SNOWFLAKE: PgAtomic<SharedState> = unsafe { PgAtomic::new(c"idgen_snowflake_state") };
 /// Set when the horizon file could not be read: snowflake_next() then refuses to guess.
 static HORIZON_DAMAGED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"idgen_horizon_damaged") };
+
+/// uuid_v7()'s ordering word: server-wide when preloaded, else this backend's own (below).
+static UUID7: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_uuid7_state") };
+static UUID7_LOCAL: AtomicU64 = AtomicU64::new(0);
 
 /// Set in the postmaster while preloading; every backend inherits it across fork.
 static PRELOADED: AtomicBool = AtomicBool::new(false);
@@ -28,6 +32,7 @@ pub fn init() {
     PRELOADED.store(true, Ordering::Relaxed);
     pg_shmem_init!(SNOWFLAKE);
     pg_shmem_init!(HORIZON_DAMAGED);
+    pg_shmem_init!(UUID7);
     unsafe {
         PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(on_shmem_startup);
@@ -46,6 +51,16 @@ pub fn snowflake(what: &str) -> &'static SharedState {
             .raise();
     }
     SNOWFLAKE.get()
+}
+
+/// The word that orders uuid_v7(): across the server when preloaded, within this backend
+/// otherwise (no error: ordering within a backend still holds).
+pub fn uuid7_word() -> &'static AtomicU64 {
+    if preloaded() {
+        UUID7.get()
+    } else {
+        &UUID7_LOCAL
+    }
 }
 
 static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;

@@ -1,14 +1,16 @@
 //! The SQL-callable functions, one file per family. Thin: read settings and shared state, call
 //! the pure core, turn its errors into Postgres errors.
 
+pub mod base62;
 pub mod snowflake;
+pub mod uuid7;
 
 use crate::errors::{self, error};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 
 /// Microseconds from 1970-01-01 to Postgres' own epoch, 2000-01-01.
-const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
 /// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity.
 pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {

@@ -1,0 +1,88 @@
+-- base62 codes.
+
+SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par
+FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
+WHERE proname LIKE '%base62%'
+ORDER BY 1::text;
+
+SELECT base62_encode(0) AS zero, base62_encode(61) AS z, base62_encode(62) AS ten,
+       base62_encode(9223372036854775807) AS max, base62_encode(5, 11) AS padded,
+       base62_decode('AzL8n0Y58m7') AS max_back, base62_decode('00000000005') AS padded_back;
+
+-- Round trips, and ordering: padded codes under COLLATE "C" sort like the numbers; unpadded
+-- codes, or any codes under a linguistic collation, do not.
+CREATE TEMP TABLE nums AS
+  SELECT n FROM generate_series(0, 20000) n
+  UNION ALL SELECT (random() * 9223372036854775807)::bigint FROM generate_series(1, 20000);
+SELECT bool_and(base62_decode(base62_encode(n)) = n) AS round_trip,
+       bool_and(base62_decode(base62_encode(n, 11)) = n) AS padded_round_trip
+FROM nums;
+SELECT (SELECT array_agg(n ORDER BY base62_encode(n, 11) COLLATE "C") FROM nums)
+         = (SELECT array_agg(n ORDER BY n) FROM nums) AS padded_c_sorts_like_numbers,
+       (SELECT array_agg(n ORDER BY base62_encode(n) COLLATE "C") FROM nums)
+         = (SELECT array_agg(n ORDER BY n) FROM nums) AS unpadded_sorts_like_numbers,
+       (SELECT array_agg(n ORDER BY base62_encode(n, 11) COLLATE "en-x-icu") FROM nums)
+         = (SELECT array_agg(n ORDER BY n) FROM nums) AS padded_icu_sorts_like_numbers;
+
+-- A custom alphabet (the article's a-z A-Z 0-9) is honoured both ways.
+SELECT base62_encode(12345, alphabet => 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') AS custom,
+       base62_decode('dnh', 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') AS custom_back;
+
+-- UUIDs as 22 characters, in the same order.
+CREATE TEMP TABLE uuids AS SELECT uuid_v7() AS u FROM generate_series(1, 2000)
+  UNION ALL SELECT gen_random_uuid() FROM generate_series(1, 2000);
+SELECT bool_and(base62_to_uuid(uuid_to_base62(u)) = u) AS round_trip,
+       bool_and(length(uuid_to_base62(u)) = 22) AS always_22,
+       (SELECT array_agg(u ORDER BY uuid_to_base62(u) COLLATE "C") FROM uuids)
+         = (SELECT array_agg(u ORDER BY u) FROM uuids) AS same_order
+FROM uuids;
+SELECT uuid_to_base62('00000000-0000-0000-0000-000000000000') AS nil,
+       uuid_to_base62('ffffffff-ffff-ffff-ffff-ffffffffffff') AS max;
+
+-- Short codes from a sequence. CACHE 1000 hands each session a block of 1,000 numbers, as the
+-- article's Redis INCRBY 1000 does: one round trip to the shared counter per 1,000 codes.
+CREATE SEQUENCE short_codes CACHE 1000;
+SELECT base62_encode(nextval('short_codes'), 6) AS first_code, base62_encode(nextval('short_codes'), 6) AS second_code;
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT n AS other_session_gets
+FROM dblink(format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
+            current_setting('unix_socket_directories')), $$SELECT nextval('short_codes')$$) AS t(n bigint);
+CREATE TABLE links (code text COLLATE "C" PRIMARY KEY DEFAULT base62_encode(nextval('short_codes'), 6), url text);
+INSERT INTO links (url) VALUES ('https://example.com/a'), ('https://example.com/b');
+SELECT code, base62_decode(code) AS n, url FROM links ORDER BY code;
+DROP TABLE links;
+
+-- Hiding volume: a keyed permutation. The key is superuser-only.
+SELECT error_of('SELECT base62_encode_keyed(1)');
+SET idgen.base62_key = 'correct horse battery staple';
+SELECT n, base62_encode_keyed(n) AS code, base62_decode_keyed(base62_encode_keyed(n)) AS back
+FROM generate_series(1, 3) n;
+SELECT bool_and(base62_decode_keyed(base62_encode_keyed(n)) = n) AS keyed_round_trip,
+       count(DISTINCT base62_encode_keyed(n)) = count(*) AS distinct_codes
+FROM nums;
+CREATE ROLE idgen_plain_user LOGIN;
+GRANT USAGE ON SCHEMA public TO idgen_plain_user;
+SET ROLE idgen_plain_user;
+SELECT error_of('SHOW idgen.base62_key');
+SELECT error_of($$SELECT current_setting('idgen.base62_key')$$);
+SELECT count(*) AS visible_in_pg_settings FROM pg_settings WHERE name = 'idgen.base62_key';
+SELECT error_of($$SET idgen.base62_key = 'mine'$$);
+SELECT base62_decode_keyed(base62_encode_keyed(42)) AS plain_user_can_use_it;
+RESET ROLE;
+DROP OWNED BY idgen_plain_user;
+DROP ROLE idgen_plain_user;
+RESET idgen.base62_key;
+
+-- Errors.
+SELECT error_of('SELECT base62_encode(-1)');
+SELECT error_of('SELECT base62_encode(1, -1)');
+SELECT error_of('SELECT base62_encode(1, 65)');
+SELECT error_of('SELECT base62_encode(62, 1)');
+SELECT error_of($$SELECT base62_decode('')$$);
+SELECT error_of($$SELECT base62_decode('ab-c')$$);
+SELECT error_of($$SELECT base62_decode('AzL8n0Y58m8')$$);
+SELECT error_of($$SELECT base62_encode(1, 0, 'abc')$$);
+SELECT error_of($$SELECT base62_encode(1, 0, '0023456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz')$$);
+SELECT error_of($$SELECT base62_to_uuid('zzzzzzzzzzzzzzzzzzzzzz')$$);
+SELECT base62_encode(NULL) IS NULL AS strict_null;

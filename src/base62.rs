@@ -1,0 +1,355 @@
+//! Base62 codes: encode/decode over any 62-character ASCII alphabet, fixed widths that sort, and
+//! a keyed permutation that hides how many records exist.
+//!
+//! Pure Rust: no Postgres in here.
+//!
+//! Ordering: with an alphabet in ASCII order (the default, `0-9A-Za-z`) and a fixed width, codes
+//! compare byte by byte exactly as their numbers do, which is what `COLLATE "C"` does. Unpadded,
+//! "z" (61) sorts after "10" (62); under a linguistic collation "a" sorts next to "A", so
+//! neither keeps numeric order.
+
+use siphasher::sip::SipHasher24;
+use std::hash::Hasher;
+
+/// The default alphabet: digits, upper case, lower case — ASCII order.
+pub const DEFAULT_ALPHABET: &str = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+/// Digits needed for any non-negative bigint (62^11 > 2^63).
+pub const BIGINT_WIDTH: usize = 11;
+/// Digits needed for any 128-bit value, such as a UUID (62^22 > 2^128).
+pub const UUID_WIDTH: usize = 22;
+/// Widths beyond this are refused: longer codes only add padding.
+pub const MAX_WIDTH: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The alphabet is not 62 distinct ASCII characters.
+    BadAlphabet(String),
+    Negative(i64),
+    BadWidth(i64),
+    /// The value needs more digits than the fixed width allows.
+    TooWide { digits: usize, width: usize },
+    Empty,
+    BadCharacter { character: char, position: usize },
+    /// The code's value does not fit the target type.
+    Overflow,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::BadAlphabet(why) => write!(f, "invalid base62 alphabet: {why}"),
+            Error::Negative(n) => write!(f, "cannot base62-encode a negative number ({n})"),
+            Error::BadWidth(w) => write!(f, "base62 width {w} is out of range 0..{MAX_WIDTH}"),
+            Error::TooWide { digits, width } => {
+                write!(f, "the value needs {digits} base62 digits, more than width {width}")
+            }
+            Error::Empty => write!(f, "cannot decode an empty base62 code"),
+            Error::BadCharacter { character, position } => {
+                write!(f, "invalid base62 character {character:?} at position {position}")
+            }
+            Error::Overflow => write!(f, "base62 code is out of range for the result type"),
+        }
+    }
+}
+
+/// A validated alphabet with its reverse table.
+#[derive(Debug, Clone)]
+pub struct Alphabet {
+    digits: [u8; 62],
+    values: [u8; 128],
+}
+
+const NONE: u8 = u8::MAX;
+
+impl Alphabet {
+    pub fn new(text: &str) -> Result<Alphabet, Error> {
+        let bytes = text.as_bytes();
+        if !text.is_ascii() {
+            return Err(Error::BadAlphabet("it must be ASCII".into()));
+        }
+        if bytes.len() != 62 {
+            return Err(Error::BadAlphabet(format!("it has {} characters, not 62", bytes.len())));
+        }
+        let mut digits = [0u8; 62];
+        let mut values = [NONE; 128];
+        for (i, &b) in bytes.iter().enumerate() {
+            if values[b as usize] != NONE {
+                return Err(Error::BadAlphabet(format!("{:?} appears twice", b as char)));
+            }
+            if b.is_ascii_control() {
+                return Err(Error::BadAlphabet("it contains a control character".into()));
+            }
+            values[b as usize] = i as u8;
+            digits[i] = b;
+        }
+        Ok(Alphabet { digits, values })
+    }
+
+    pub fn default_alphabet() -> &'static Alphabet {
+        static DEFAULT: std::sync::OnceLock<Alphabet> = std::sync::OnceLock::new();
+        DEFAULT.get_or_init(|| Alphabet::new(DEFAULT_ALPHABET).expect("valid"))
+    }
+
+    /// Is this alphabet in ASCII order, so that fixed-width codes sort like their numbers?
+    pub fn is_ascii_ordered(&self) -> bool {
+        self.digits.windows(2).all(|w| w[0] < w[1])
+    }
+
+    fn value_of(&self, byte: u8) -> Option<u64> {
+        match self.values.get(byte as usize) {
+            Some(&v) if v != NONE => Some(u64::from(v)),
+            _ => None,
+        }
+    }
+}
+
+fn check_width(width: i64) -> Result<usize, Error> {
+    usize::try_from(width).ok().filter(|&w| w <= MAX_WIDTH).ok_or(Error::BadWidth(width))
+}
+
+/// Encodes into `out` (cleared first). Width 0 gives the shortest code ("0" for zero); any
+/// other width pads with the alphabet's zero digit to exactly that many characters, and a value
+/// too large for it is an error rather than a longer code that would break the ordering.
+pub fn encode_u128_into(mut n: u128, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+    let width = check_width(width)?;
+    let mut buf = [0u8; UUID_WIDTH];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = alphabet.digits[(n % 62) as usize];
+        n /= 62;
+        if n == 0 {
+            return pad_into(&buf[i..], width, alphabet, out);
+        }
+    }
+}
+
+/// `encode_u128_into` for bigints, dividing in u64: u128 division is a library call, several
+/// times slower, and this runs once per row.
+pub fn encode_into(n: i64, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+    let mut n = u64::try_from(n).map_err(|_| Error::Negative(n))?;
+    let width = check_width(width)?;
+    let mut buf = [0u8; BIGINT_WIDTH];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = alphabet.digits[(n % 62) as usize];
+        n /= 62;
+        if n == 0 {
+            return pad_into(&buf[i..], width, alphabet, out);
+        }
+    }
+}
+
+fn pad_into(digits: &[u8], width: usize, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+    if width != 0 && digits.len() > width {
+        return Err(Error::TooWide { digits: digits.len(), width });
+    }
+    out.clear();
+    out.resize(width.saturating_sub(digits.len()), alphabet.digits[0]);
+    out.extend_from_slice(digits);
+    Ok(())
+}
+
+pub fn encode(n: i64, width: i64, alphabet: &Alphabet) -> Result<String, Error> {
+    let mut out = Vec::with_capacity(BIGINT_WIDTH);
+    encode_into(n, width, alphabet, &mut out)?;
+    Ok(String::from_utf8(out).expect("alphabet is ASCII"))
+}
+
+pub fn decode_u128(code: &str, alphabet: &Alphabet) -> Result<u128, Error> {
+    if code.is_empty() {
+        return Err(Error::Empty);
+    }
+    let mut n: u128 = 0;
+    for (position, ch) in code.chars().enumerate() {
+        let digit = u8::try_from(ch)
+            .ok()
+            .and_then(|b| alphabet.value_of(b))
+            .ok_or(Error::BadCharacter { character: ch, position: position + 1 })?;
+        n = n.checked_mul(62).and_then(|n| n.checked_add(u128::from(digit))).ok_or(Error::Overflow)?;
+    }
+    Ok(n)
+}
+
+/// Decodes to a non-negative bigint; leading zero digits (padding) are allowed.
+pub fn decode(code: &str, alphabet: &Alphabet) -> Result<i64, Error> {
+    i64::try_from(decode_u128(code, alphabet)?).map_err(|_| Error::Overflow)
+}
+
+// ---- hiding volume -------------------------------------------------------------------------
+
+/// A keyed, reversible permutation of 0..2^63 (the non-negative bigints): consecutive counter
+/// values map to unrelated-looking ones, and the same key maps them back. It hides how many
+/// records exist and in what order they came; it is not encryption for secrets.
+///
+/// Construction: a 4-round balanced Feistel network over 64 bits with SipHash-2-4 (keyed by the
+/// 128-bit key, salted with the round number) as the round function, and cycle walking to stay
+/// within 63 bits (each step leaves the range with probability 1/2, so two steps on average).
+pub struct Permutation {
+    k0: u64,
+    k1: u64,
+}
+
+impl Permutation {
+    /// Derives the 128-bit key from a passphrase.
+    pub fn from_passphrase(passphrase: &str) -> Permutation {
+        let half = |salt: u64| {
+            let mut h = SipHasher24::new_with_keys(0x6964_6765_6e2d_6b65, salt);
+            h.write(passphrase.as_bytes());
+            h.finish()
+        };
+        Permutation { k0: half(1), k1: half(2) }
+    }
+
+    fn round(&self, round: u32, half: u32) -> u32 {
+        let mut h = SipHasher24::new_with_keys(self.k0, self.k1);
+        h.write_u32(round);
+        h.write_u32(half);
+        h.finish() as u32
+    }
+
+    fn feistel(&self, x: u64) -> u64 {
+        let (mut left, mut right) = ((x >> 32) as u32, x as u32);
+        for r in 0..4 {
+            (left, right) = (right, left ^ self.round(r, right));
+        }
+        (u64::from(left) << 32) | u64::from(right)
+    }
+
+    fn feistel_inverse(&self, x: u64) -> u64 {
+        let (mut left, mut right) = ((x >> 32) as u32, x as u32);
+        for r in (0..4).rev() {
+            (left, right) = (right ^ self.round(r, left), left);
+        }
+        (u64::from(left) << 32) | u64::from(right)
+    }
+
+    pub fn permute(&self, n: i64) -> Result<i64, Error> {
+        let mut x = u64::try_from(n).map_err(|_| Error::Negative(n))?;
+        loop {
+            x = self.feistel(x);
+            if x <= i64::MAX as u64 {
+                return Ok(x as i64);
+            }
+        }
+    }
+
+    pub fn unpermute(&self, n: i64) -> Result<i64, Error> {
+        let mut x = u64::try_from(n).map_err(|_| Error::Negative(n))?;
+        loop {
+            x = self.feistel_inverse(x);
+            if x <= i64::MAX as u64 {
+                return Ok(x as i64);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any 62 distinct printable ASCII characters, in any order.
+    fn alphabets() -> impl Strategy<Value = String> {
+        Just((33u8..127).collect::<Vec<u8>>())
+            .prop_shuffle()
+            .prop_map(|chars| String::from_utf8(chars[..62].to_vec()).unwrap())
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_for_every_bigint_and_alphabet(n in 0..=i64::MAX, alpha in alphabets(), width in 0i64..=20) {
+            let a = Alphabet::new(&alpha).unwrap();
+            match encode(n, width, &a) {
+                Ok(code) => {
+                    prop_assert!(width == 0 || code.len() == width as usize);
+                    prop_assert_eq!(decode(&code, &a).unwrap(), n);
+                }
+                Err(Error::TooWide { digits, .. }) => prop_assert!(width > 0 && (digits as i64) > width),
+                Err(e) => prop_assert!(false, "{e}"),
+            }
+        }
+
+        #[test]
+        fn padded_codes_sort_like_the_numbers(a in 0..=i64::MAX, b in 0..=i64::MAX) {
+            let alpha = Alphabet::default_alphabet();
+            let (ca, cb) = (encode(a, 11, alpha).unwrap(), encode(b, 11, alpha).unwrap());
+            prop_assert_eq!(ca.as_bytes().cmp(cb.as_bytes()), a.cmp(&b));
+        }
+
+        #[test]
+        fn uuid_codes_round_trip_and_sort(a: u128, b: u128) {
+            let alpha = Alphabet::default_alphabet();
+            let (mut ca, mut cb) = (Vec::new(), Vec::new());
+            encode_u128_into(a, 22, alpha, &mut ca).unwrap();
+            encode_u128_into(b, 22, alpha, &mut cb).unwrap();
+            prop_assert_eq!(ca.len(), 22);
+            prop_assert_eq!(decode_u128(std::str::from_utf8(&ca).unwrap(), alpha).unwrap(), a);
+            prop_assert_eq!(ca.cmp(&cb), a.cmp(&b));
+        }
+
+        #[test]
+        fn the_permutation_round_trips_and_stays_in_range(n in 0..=i64::MAX, key in ".{0,40}") {
+            let p = Permutation::from_passphrase(&key);
+            let m = p.permute(n).unwrap();
+            prop_assert!(m >= 0);
+            prop_assert_eq!(p.unpermute(m).unwrap(), n);
+        }
+    }
+
+    #[test]
+    fn the_permutation_is_a_bijection_on_a_window_and_depends_on_the_key() {
+        let p = Permutation::from_passphrase("k1");
+        let images: std::collections::HashSet<i64> = (0..100_000).map(|n| p.permute(n).unwrap()).collect();
+        assert_eq!(images.len(), 100_000, "no two inputs share an image");
+        let q = Permutation::from_passphrase("k2");
+        assert_ne!(p.permute(1).unwrap(), q.permute(1).unwrap());
+        // Consecutive inputs land far apart.
+        let spread = (0..1000).filter(|&n| (p.permute(n).unwrap() - p.permute(n + 1).unwrap()).abs() < 1 << 40).count();
+        assert!(spread < 5, "{spread} neighbours stayed close");
+    }
+
+    #[test]
+    fn unpadded_codes_do_not_sort_like_the_numbers() {
+        let a = Alphabet::default_alphabet();
+        assert!(encode(61, 0, a).unwrap() > encode(62, 0, a).unwrap()); // "z" > "10"
+    }
+
+    #[test]
+    fn edges() {
+        let a = Alphabet::default_alphabet();
+        assert_eq!(encode(0, 0, a).unwrap(), "0");
+        assert_eq!(encode(61, 0, a).unwrap(), "z");
+        assert_eq!(encode(62, 0, a).unwrap(), "10");
+        assert_eq!(encode(i64::MAX, 0, a).unwrap(), "AzL8n0Y58m7");
+        assert_eq!(encode(5, 3, a).unwrap(), "005");
+        assert_eq!(decode("AzL8n0Y58m7", a).unwrap(), i64::MAX);
+        assert_eq!(decode("AzL8n0Y58m8", a), Err(Error::Overflow));
+        assert_eq!(decode("zzzzzzzzzzzzzzzzzzzzzzzzz", a), Err(Error::Overflow));
+        assert_eq!(decode("", a), Err(Error::Empty));
+        assert_eq!(decode("ab-c", a), Err(Error::BadCharacter { character: '-', position: 3 }));
+        assert_eq!(decode("é", a), Err(Error::BadCharacter { character: 'é', position: 1 }));
+        assert_eq!(encode(-1, 0, a), Err(Error::Negative(-1)));
+        assert_eq!(encode(1, -1, a), Err(Error::BadWidth(-1)));
+        assert_eq!(encode(1, 65, a), Err(Error::BadWidth(65)));
+        assert_eq!(encode(62, 1, a), Err(Error::TooWide { digits: 2, width: 1 }));
+        assert!(a.is_ascii_ordered());
+    }
+
+    #[test]
+    fn bad_alphabets_are_refused() {
+        assert!(matches!(Alphabet::new("abc"), Err(Error::BadAlphabet(_))));
+        let dup = format!("{}0", &DEFAULT_ALPHABET[..61]);
+        assert!(matches!(Alphabet::new(&dup), Err(Error::BadAlphabet(why)) if why.contains("twice")));
+        let non_ascii = format!("{}é", &DEFAULT_ALPHABET[..60]);
+        assert!(matches!(Alphabet::new(&non_ascii), Err(Error::BadAlphabet(_))));
+        // The article's alphabet: a-z A-Z 0-9 — valid, but not in ASCII order.
+        let article = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        let a = Alphabet::new(article).unwrap();
+        assert!(!a.is_ascii_ordered());
+        assert_eq!(encode(0, 0, &a).unwrap(), "a");
+        assert_eq!(decode("ba", &a).unwrap(), 62);
+    }
+}

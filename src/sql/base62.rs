@@ -1,0 +1,132 @@
+//! base62_encode() / base62_decode(), UUID <-> base62, and the keyed (volume-hiding) forms.
+//!
+//! All but the keyed forms are IMMUTABLE STRICT PARALLEL SAFE: the result depends only on the
+//! arguments. The keyed forms read idgen.base62_key, so they are STABLE.
+
+use crate::base62::{self, Alphabet, Permutation, DEFAULT_ALPHABET};
+use crate::errors::{self, error};
+use crate::settings;
+use pgrx::prelude::*;
+use pgrx::Uuid;
+use std::cell::RefCell;
+
+fn raise(e: base62::Error) -> ! {
+    let code = match e {
+        base62::Error::BadAlphabet(_) | base62::Error::BadWidth(_) => errors::INVALID_PARAMETER,
+        base62::Error::Empty | base62::Error::BadCharacter { .. } => errors::INVALID_TEXT,
+        base62::Error::Negative(_) | base62::Error::TooWide { .. } | base62::Error::Overflow => {
+            errors::NUMERIC_OUT_OF_RANGE
+        }
+    };
+    let hint = match e {
+        base62::Error::BadAlphabet(_) => "An alphabet is 62 distinct ASCII characters, e.g. the default 0-9A-Za-z.".to_string(),
+        base62::Error::BadWidth(_) => format!("Use 0 for the shortest code, {} for any bigint, at most {}.", base62::BIGINT_WIDTH, base62::MAX_WIDTH),
+        base62::Error::TooWide { .. } => format!("A width of {} fits every bigint.", base62::BIGINT_WIDTH),
+        base62::Error::Negative(_) => "Only non-negative numbers have base62 codes.".to_string(),
+        base62::Error::Empty | base62::Error::BadCharacter { .. } => "Decode with the alphabet the code was encoded with.".to_string(),
+        base62::Error::Overflow => "The code is longer or larger than any value of the result type.".to_string(),
+    };
+    error(code, e.to_string()).hint(hint).raise()
+}
+
+thread_local! {
+    /// The last custom alphabet used in this backend, so that a query with one does not
+    /// rebuild it for every row.
+    static CUSTOM: RefCell<Option<(String, Alphabet)>> = const { RefCell::new(None) };
+    static KEY: RefCell<Option<(Vec<u8>, Permutation)>> = const { RefCell::new(None) };
+}
+
+fn with_alphabet<T>(text: &str, f: impl FnOnce(&Alphabet) -> T) -> T {
+    if text == DEFAULT_ALPHABET {
+        return f(Alphabet::default_alphabet());
+    }
+    CUSTOM.with_borrow_mut(|cached| {
+        if !matches!(cached, Some((t, _)) if t == text) {
+            *cached = Some((text.to_string(), Alphabet::new(text).unwrap_or_else(|e| raise(e))));
+        }
+        f(&cached.as_ref().expect("set above").1)
+    })
+}
+
+fn encode_with(n: i64, width: i32, alphabet: &str) -> String {
+    with_alphabet(alphabet, |a| base62::encode(n, i64::from(width), a)).unwrap_or_else(|e| raise(e))
+}
+
+/// A non-negative bigint as base62 text. With the default alphabet (ASCII order) and a fixed
+/// width, codes sort like the numbers under COLLATE "C"; width 11 covers every bigint.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn base62_encode(
+    n: i64,
+    width: default!(i32, 0),
+    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+) -> String {
+    encode_with(n, width, alphabet)
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn base62_decode(
+    code: &str,
+    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+) -> i64 {
+    with_alphabet(alphabet, |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e))
+}
+
+/// A UUID as 22 base62 characters: compact for URLs, and in the same order as the UUIDs under
+/// COLLATE "C" with an ASCII-ordered alphabet.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_to_base62(
+    id: Uuid,
+    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+) -> String {
+    let value = u128::from_be_bytes(*id.as_bytes());
+    let mut out = Vec::with_capacity(base62::UUID_WIDTH);
+    with_alphabet(alphabet, |a| base62::encode_u128_into(value, base62::UUID_WIDTH as i64, a, &mut out))
+        .unwrap_or_else(|e| raise(e));
+    String::from_utf8(out).expect("alphabets are ASCII")
+}
+
+#[pg_extern(immutable, strict, parallel_safe)]
+fn base62_to_uuid(
+    code: &str,
+    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+) -> Uuid {
+    let value = with_alphabet(alphabet, |a| base62::decode_u128(code, a)).unwrap_or_else(|e| raise(e));
+    Uuid::from_bytes(value.to_be_bytes())
+}
+
+fn with_permutation<T>(f: impl FnOnce(&Permutation) -> T) -> T {
+    let Some(key) = settings::base62_key() else {
+        error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.base62_key is not set")
+            .hint("A superuser sets it, e.g. ALTER DATABASE mydb SET idgen.base62_key = '<a long random passphrase>'; ordinary roles can use the keyed functions but cannot read the key.")
+            .raise()
+    };
+    KEY.with_borrow_mut(|cached| {
+        if !matches!(cached, Some((k, _)) if k.as_slice() == key) {
+            let passphrase = String::from_utf8_lossy(key);
+            *cached = Some((key.to_vec(), Permutation::from_passphrase(&passphrase)));
+        }
+        f(&cached.as_ref().expect("set above").1)
+    })
+}
+
+/// Like base62_encode(), after a keyed permutation of the number: consecutive counter values
+/// give unrelated-looking codes, and base62_decode_keyed() with the same key gives the number
+/// back. Hides how many records exist; it is not encryption.
+#[pg_extern(stable, strict, parallel_safe)]
+fn base62_encode_keyed(
+    n: i64,
+    width: default!(i32, 11),
+    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+) -> String {
+    let hidden = with_permutation(|p| p.permute(n)).unwrap_or_else(|e| raise(e));
+    encode_with(hidden, width, alphabet)
+}
+
+#[pg_extern(stable, strict, parallel_safe)]
+fn base62_decode_keyed(
+    code: &str,
+    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+) -> i64 {
+    let hidden = with_alphabet(alphabet, |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e));
+    with_permutation(|p| p.unpermute(hidden)).unwrap_or_else(|e| raise(e))
+}

@@ -1,0 +1,95 @@
+//! uuid_v7() and its companions, and PostgreSQL 18's names for builds on 13-17.
+
+use crate::errors::{self, error};
+use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
+use crate::{clock, shared, uuid7};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::Uuid;
+use std::cell::RefCell;
+
+thread_local! {
+    /// This backend's CSPRNG; reseeded if ever used under another pid (after a fork).
+    static RNG: RefCell<uuid7::ForkSafeRng> = const { RefCell::new(uuid7::ForkSafeRng::new()) };
+}
+
+fn with_rng<T>(f: impl FnOnce(&mut rand_chacha::ChaCha12Rng) -> T) -> T {
+    let pid = unsafe { pg_sys::MyProcPid } as u32;
+    RNG.with_borrow_mut(|rng| f(rng.get(pid)))
+}
+
+fn next_v7() -> Uuid {
+    let bytes = with_rng(|rng| uuid7::next(shared::uuid7_word(), clock::now_unix_ms(), rng));
+    Uuid::from_bytes(bytes)
+}
+
+/// A time-ordered RFC 9562 version 7 UUID: strictly increasing within the backend, and across
+/// every backend of the server when idgen is preloaded.
+#[pg_extern(volatile, parallel_safe)]
+fn uuid_v7() -> Uuid {
+    next_v7()
+}
+
+fn unix_ms_for_v7(ts: TimestampWithTimeZone, what: &str) -> u64 {
+    let ms = unix_ms_of(ts, what);
+    if !(0..=uuid7::MAX_UNIX_MS as i64).contains(&ms) {
+        error(errors::DATETIME_OUT_OF_RANGE, format!("{what}: timestamp out of range for a UUID v7"))
+            .hint("UUID v7 holds Unix milliseconds from 1970 to the year 10889.")
+            .raise();
+    }
+    ms as u64
+}
+
+/// A version 7 UUID carrying the given time, with random bits: for backfills such as
+/// `UPDATE t SET id = uuid_v7(created_at)`. Not ordered within the millisecond.
+#[pg_extern(volatile, strict, parallel_safe, name = "uuid_v7")]
+fn uuid_v7_at(ts: TimestampWithTimeZone) -> Uuid {
+    let ms = unix_ms_for_v7(ts, "uuid_v7");
+    Uuid::from_bytes(with_rng(|rng| uuid7::at(ms, rng)))
+}
+
+/// When a version 7 UUID was made.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_v7_timestamp(id: Uuid) -> TimestampWithTimeZone {
+    let bytes: [u8; 16] = *id.as_bytes();
+    match uuid7::timestamp_ms(&bytes) {
+        Some(ms) => timestamp_of_unix_ms(ms),
+        None => error(errors::INVALID_PARAMETER, format!("{id} is not a version 7 UUID"))
+            .detail(format!(
+                "Its version is {}{}.",
+                uuid7::version(&bytes),
+                if uuid7::is_rfc_variant(&bytes) { "" } else { ", and its variant is not RFC 9562's" }
+            ))
+            .hint("uuid_v7_timestamp() reads only version 7 UUIDs; uuid_extract_timestamp() returns NULL for other versions.")
+            .raise(),
+    }
+}
+
+/// The smallest version 7 UUID of that millisecond: `WHERE id >= uuid_v7_boundary(ts)`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_v7_boundary(ts: TimestampWithTimeZone) -> Uuid {
+    Uuid::from_bytes(uuid7::boundary(unix_ms_for_v7(ts, "uuid_v7_boundary")))
+}
+
+/// PostgreSQL 18's `uuidv7()`, for SQL that should keep working after an upgrade to 18.
+/// On the pg18 build core provides it.
+#[cfg(not(feature = "pg18"))]
+#[pg_extern(volatile, parallel_safe)]
+fn uuidv7() -> Uuid {
+    next_v7()
+}
+
+/// PostgreSQL 18's `uuid_extract_timestamp()`: the time in a version 1 or 7 UUID, NULL for any
+/// other version.
+#[cfg(not(feature = "pg18"))]
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_extract_timestamp(id: Uuid) -> Option<TimestampWithTimeZone> {
+    let bytes: [u8; 16] = *id.as_bytes();
+    if let Some(ms) = uuid7::timestamp_ms(&bytes) {
+        return Some(timestamp_of_unix_ms(ms));
+    }
+    uuid7::v1_timestamp_us(&bytes).map(|us| {
+        TimestampWithTimeZone::try_from(us - crate::sql::PG_EPOCH_OFFSET_US)
+            .unwrap_or_else(|_| error(errors::DATETIME_OUT_OF_RANGE, "timestamp out of range").raise())
+    })
+}
