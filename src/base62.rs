@@ -107,11 +107,9 @@ fn check_width(width: i64) -> Result<usize, Error> {
     usize::try_from(width).ok().filter(|&w| w <= MAX_WIDTH).ok_or(Error::BadWidth(width))
 }
 
-/// Encodes into `out` (cleared first). Width 0 gives the shortest code ("0" for zero); any
-/// other width pads with the alphabet's zero digit to exactly that many characters, and a value
-/// too large for it is an error rather than a longer code that would break the ordering.
+/// Encodes into `out` (cleared first), padded with the alphabet's zero digit to `width` (see
+/// `padded_len`).
 pub fn encode_u128_into(mut n: u128, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
-    let width = check_width(width)?;
     let mut buf = [0u8; UUID_WIDTH];
     let mut i = buf.len();
     loop {
@@ -124,31 +122,71 @@ pub fn encode_u128_into(mut n: u128, width: i64, alphabet: &Alphabet, out: &mut 
     }
 }
 
-/// `encode_u128_into` for bigints, dividing in u64: u128 division is a library call, several
-/// times slower, and this runs once per row.
-pub fn encode_into(n: i64, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
-    let mut n = u64::try_from(n).map_err(|_| Error::Negative(n))?;
-    let width = check_width(width)?;
-    let mut buf = [0u8; BIGINT_WIDTH];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = alphabet.digits[(n % 62) as usize];
-        n /= 62;
-        if n == 0 {
-            return pad_into(&buf[i..], width, alphabet, out);
+/// The base62 digits of a bigint, on the stack: the per-row path allocates nothing.
+pub struct Digits {
+    buf: [u8; BIGINT_WIDTH],
+    start: usize,
+}
+
+impl Digits {
+    /// Divides in u64: u128 division is a library call, several times slower.
+    pub fn of(n: i64, alphabet: &Alphabet) -> Result<Digits, Error> {
+        let mut n = u64::try_from(n).map_err(|_| Error::Negative(n))?;
+        let mut buf = [0u8; BIGINT_WIDTH];
+        let mut start = buf.len();
+        loop {
+            start -= 1;
+            buf[start] = alphabet.digits[(n % 62) as usize];
+            n /= 62;
+            if n == 0 {
+                return Ok(Digits { buf, start });
+            }
         }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// The code's length at this width; see `padded_len`.
+    pub fn padded_len(&self, width: i64) -> Result<usize, Error> {
+        padded_len(self.as_bytes().len(), width)
+    }
+
+    /// Writes the code into `out`, whose length must be `padded_len()`.
+    pub fn write_padded(&self, alphabet: &Alphabet, out: &mut [u8]) {
+        write_padded(self.as_bytes(), alphabet, out)
     }
 }
 
-fn pad_into(digits: &[u8], width: usize, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
-    if width != 0 && digits.len() > width {
-        return Err(Error::TooWide { digits: digits.len(), width });
-    }
+/// Encodes a bigint into `out` (cleared first); see `encode_u128_into` for `width`.
+pub fn encode_into(n: i64, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+    pad_into(Digits::of(n, alphabet)?.as_bytes(), width, alphabet, out)
+}
+
+fn pad_into(digits: &[u8], width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+    let len = padded_len(digits.len(), width)?;
     out.clear();
-    out.resize(width.saturating_sub(digits.len()), alphabet.digits[0]);
-    out.extend_from_slice(digits);
+    out.resize(len, 0);
+    write_padded(digits, alphabet, out);
     Ok(())
+}
+
+/// The length of a code of `digits` digits at `width`: 0 means as many as needed; any other
+/// width is exact, and a value too large for it is an error rather than a longer code that
+/// would break the ordering.
+pub fn padded_len(digits: usize, width: i64) -> Result<usize, Error> {
+    match check_width(width)? {
+        0 => Ok(digits),
+        w if digits > w => Err(Error::TooWide { digits, width: w }),
+        w => Ok(w),
+    }
+}
+
+fn write_padded(digits: &[u8], alphabet: &Alphabet, out: &mut [u8]) {
+    let pad = out.len() - digits.len();
+    out[..pad].fill(alphabet.digits[0]);
+    out[pad..].copy_from_slice(digits);
 }
 
 pub fn encode(n: i64, width: i64, alphabet: &Alphabet) -> Result<String, Error> {

@@ -4,7 +4,7 @@ SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS stric
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
 WHERE proname LIKE '%base62%'
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 SELECT base62_encode(0) AS zero, base62_encode(61) AS z, base62_encode(62) AS ten,
        base62_encode(9223372036854775807) AS max, base62_encode(5, 11) AS padded,

@@ -4,7 +4,8 @@
 SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
-ORDER BY 1::text;
+WHERE proname LIKE 'snowflake%' OR proname = 'idgen_stats'
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 -- Ids are positive, carry the worker id, and strictly increase within a statement.
 SELECT snowflake_next() > 0 AS positive, snowflake_worker_id(snowflake_next()) AS worker;

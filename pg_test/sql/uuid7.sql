@@ -4,7 +4,7 @@ SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS stric
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
 WHERE proname LIKE 'uuid%'
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 -- Version 7, RFC variant, and the time of the call.
 SELECT substr(u::text, 15, 1) AS version, substr(u::text, 20, 1) IN ('8', '9', 'a', 'b') AS rfc_variant,
