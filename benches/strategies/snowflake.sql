@@ -1,0 +1,3 @@
+-- key: bigint
+-- idgen's 64-bit snowflake ids.
+INSERT INTO idgen_study (id, payload) SELECT snowflake_next(), 'payload-0123456789' FROM generate_series(1, :batch);

@@ -1,0 +1,211 @@
+"""The fragmentation study against a live server: one measured run per strategy and client count.
+
+For each run: a fresh table holding only its key index (autovacuum off), CHECKPOINT, the WAL
+position and counters, pgbench inserting exactly --rows rows in all, then the figures:
+splits from this index's own WAL records (pg_walinspect, filtered on its relfilenode; leaf =
+level 0), density and fragmentation from pgstatindex, sizes from pg_relation_size, WAL bytes from
+the LSN difference, full-page images from pg_stat_wal and their bytes from pg_walinspect.
+Each run is cut into --checkpoints + 1 equal pgbench segments with a CHECKPOINT between them,
+the same for every strategy, so the full-page images that follow checkpoints are compared fairly
+(the checkpoints themselves are not timed). A physical replication slot holds the run's WAL
+until it has been read.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pgconn
+
+STRATEGY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies")
+ORDER = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "base62_padded", "base62_text"]
+SLOT = "idgen_study"
+
+
+@dataclass
+class Strategy:
+    name: str
+    key_ddl: str
+    sequence: str | None
+    script: str
+
+    @property
+    def insert_sql(self):
+        with open(self.script) as f:
+            return "\n".join(l for l in f.read().splitlines() if l.strip() and not l.startswith("--"))
+
+
+def load_strategies(names=None):
+    found = {}
+    for fn in sorted(os.listdir(STRATEGY_DIR)):
+        if not fn.endswith(".sql"):
+            continue
+        path = os.path.join(STRATEGY_DIR, fn)
+        with open(path) as f:
+            header = dict(re.findall(r"^-- (key|sequence): (.+)$", f.read(), re.M))
+        if "key" not in header:
+            raise pgconn.BenchError(f"{path} has no '-- key: <column type>' line")
+        found[fn[:-4]] = Strategy(fn[:-4], header["key"], header.get("sequence"), path)
+    names = names or [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise pgconn.BenchError(f"unknown strategies {unknown}; known: {', '.join(found)}")
+    return [found[n] for n in names]
+
+
+def preflight(cur):
+    """Everything the study needs, checked up front with errors that say what to do."""
+    pgconn.require_idgen(cur)
+    if pgconn.one(cur, "SELECT current_setting('is_superuser')")[0] != "on":
+        raise pgconn.BenchError(
+            "the study needs a superuser: it runs CHECKPOINT, reads WAL with pg_walinspect and "
+            "creates a replication slot. Connect as one (PGUSER).")
+    for ext in ("pg_walinspect", "pgstattuple"):
+        if not pgconn.one(cur, "SELECT count(*) FROM pg_available_extensions WHERE name = %s", (ext,))[0]:
+            raise pgconn.BenchError(f"the contrib extension {ext} is not installed on the server "
+                                    "(Debian: it comes with postgresql-15; elsewhere postgresql-contrib).")
+        cur.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+    if int(pgconn.one(cur, "SELECT current_setting('max_replication_slots')")[0]) < 1:
+        raise pgconn.BenchError("max_replication_slots is 0: the study holds WAL with a replication slot.")
+
+
+def _progress(label, line):
+    """pgbench's progress line: rewritten in place on a terminal, one line each in a log."""
+    text = f"  {label}: {line.strip()[:100]}"
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{text:<110}")
+    else:
+        sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def run_pgbench(strategy, clients, transactions, batch, label):
+    jobs = min(clients, os.cpu_count() or 1)
+    cmd = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(jobs), "-t", str(transactions),
+           "-D", f"batch={batch}", "-P", "2", "-f", strategy.script]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in proc.stdout:
+        output.append(line)
+        if line.startswith("progress:"):
+            _progress(label, line)
+    proc.wait()
+    text = "".join(output)
+    failed = re.search(r"number of failed transactions: (\d+)", text)
+    if proc.returncode != 0 or (failed and failed.group(1) != "0"):
+        raise pgconn.BenchError(f"pgbench failed for {strategy.name} ({clients} clients):\n{text[-2000:]}")
+
+
+def segments(total, parts):
+    """`total` transactions split into `parts` runs as evenly as possible."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
+    cur = conn.cursor()
+    cur.execute("DROP TABLE IF EXISTS idgen_study")
+    cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
+    if strategy.sequence:
+        cur.execute(f"CREATE SEQUENCE idgen_study_seq {strategy.sequence}")
+    cur.execute(f"CREATE TABLE idgen_study (id {strategy.key_ddl} PRIMARY KEY, payload text NOT NULL) "
+                "WITH (autovacuum_enabled = off)")
+    filenode, db_oid = pgconn.one(cur, "SELECT pg_relation_filenode('idgen_study_pkey'), "
+                                       "(SELECT oid FROM pg_database WHERE datname = current_database())")
+    # The slot holds this run's WAL until it has been read, and no longer.
+    cur.execute("SELECT pg_create_physical_replication_slot(%s, true)", (SLOT,))
+    try:
+        return measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid)
+    finally:
+        cur.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
+
+
+def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid):
+    cur.execute("CHECKPOINT")
+    start_lsn = pgconn.one(cur, "SELECT pg_current_wal_insert_lsn()")[0]
+    cur.execute("SELECT pg_stat_force_next_flush()")
+    fpi_before = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
+
+    # The run is cut into equal segments with a CHECKPOINT between them, the same for every
+    # strategy: after each, the first change to any page logs the whole page.
+    per_tx = clients * batch
+    seconds = 0.0
+    parts = segments(rows // per_tx, checkpoints + 1)
+    for i, transactions in enumerate(parts):
+        if i:
+            cur.execute("CHECKPOINT")
+        started = time.perf_counter()
+        if transactions:
+            run_pgbench(strategy, clients, transactions, batch, f"{label}, part {i + 1}/{len(parts)}")
+        seconds += time.perf_counter() - started
+    remainder = rows - (rows // per_tx) * per_tx
+    if remainder:
+        started = time.perf_counter()
+        cur.execute(strategy.insert_sql.replace(":batch", str(remainder)))
+        seconds += time.perf_counter() - started
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + " " * 110 + "\r")
+
+    end_lsn = pgconn.one(cur, "SELECT pg_current_wal_flush_lsn()")[0]
+    cur.execute("SELECT pg_stat_force_next_flush()")
+    fpi_after = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
+    count = pgconn.one(cur, "SELECT count(*) FROM idgen_study")[0]
+    if count != rows:
+        raise pgconn.BenchError(f"{strategy.name}: {count} rows inserted, expected {rows}")
+
+    rel = f"%rel %/{db_oid}/{filenode} %"  # block_ref: "blkref #0: rel spc/db/filenode fork ..."
+    leaf, upper, roots, fpi_bytes = pgconn.one(cur, """
+        SELECT count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')
+                                AND description LIKE 'level 0,%%' AND block_ref LIKE %(rel)s),
+               count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')
+                                AND description NOT LIKE 'level 0,%%' AND block_ref LIKE %(rel)s),
+               count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type = 'NEWROOT'
+                                AND block_ref LIKE %(rel)s),
+               coalesce(sum(fpi_length), 0)
+        FROM pg_get_wal_records_info(%(start)s, %(end)s)""", {"rel": rel, "start": start_lsn, "end": end_lsn})
+    tree_level, leaf_pages, density, fragmentation = pgconn.one(
+        cur, "SELECT tree_level, leaf_pages, avg_leaf_density, leaf_fragmentation FROM pgstatindex('idgen_study_pkey')")
+    index_bytes, table_bytes, wal_bytes = pgconn.one(
+        cur, "SELECT pg_relation_size('idgen_study_pkey'), pg_relation_size('idgen_study'), "
+             "pg_wal_lsn_diff(%s, %s)::bigint", (end_lsn, start_lsn))
+    return {
+        "strategy": strategy.name, "clients": clients, "rows": rows, "seconds": seconds,
+        "rows_per_s": rows / seconds, "leaf_splits": leaf, "upper_splits": upper, "new_roots": roots,
+        "leaf_pages": leaf_pages, "avg_leaf_density": float(density), "leaf_fragmentation": float(fragmentation),
+        "index_bytes": index_bytes, "table_bytes": table_bytes, "wal_bytes": wal_bytes,
+        "wal_fpi": fpi_after - fpi_before, "fpi_bytes": int(fpi_bytes), "tree_level": tree_level, "batch": batch,
+        "checkpoints": checkpoints,
+    }
+
+
+def run(strategies, clients_list, rows, batch, checkpoints):
+    conn = pgconn.connect()
+    cur = conn.cursor()
+    preflight(cur)
+    cur.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (SLOT,))
+    if cur.fetchone()[0]:  # left by an interrupted run
+        cur.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
+    results = []
+    total = len(strategies) * len(clients_list)
+    try:
+        for clients in clients_list:
+            for strategy in strategies:
+                n = len(results) + 1
+                label = f"[{n}/{total}] {strategy.name}, {clients} client{'s' if clients > 1 else ''}"
+                b = max(1, min(batch, rows // clients))
+                row = run_one(conn, strategy, clients, rows, b, checkpoints, label)
+                print(f"  {label}: {row['rows_per_s']:,.0f} rows/s, {row['leaf_splits']:,} leaf splits, "
+                      f"density {row['avg_leaf_density']:.1f} %, index {row['index_bytes'] / 1048576:.1f} MB, "
+                      f"WAL {row['wal_bytes'] / 1048576:.1f} MB, {row['wal_fpi']:,} full-page images",
+                      file=sys.stderr)
+                results.append(row)
+    finally:
+        cur.execute("DROP TABLE IF EXISTS idgen_study")
+        cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
+    version = pgconn.one(cur, "SELECT version()")[0].split(" on ")[0]
+    settings = ", ".join(f"{name} {value}" for name, value in (
+        (n, pgconn.one(cur, "SELECT current_setting(%s)", (n,))[0])
+        for n in ("shared_buffers", "max_wal_size", "checkpoint_timeout", "full_page_writes", "synchronous_commit")))
+    conn.close()
+    return results, version, settings
