@@ -97,7 +97,9 @@ pub fn epoch_ms() -> u64 {
             }
             let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
             parse_epoch(&text).unwrap_or_else(|why| {
-                error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}")).raise()
+                error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}"))
+                    .hint("Set idgen.epoch in postgresql.conf to Unix milliseconds, e.g. 1288834974657.")
+                    .raise()
             })
         }
         ms => ms,

@@ -26,6 +26,8 @@ pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
 pub fn timestamp_of_unix_ms(ms: u64) -> TimestampWithTimeZone {
     let us = (ms as i64) * 1000 - PG_EPOCH_OFFSET_US;
     TimestampWithTimeZone::try_from(us).unwrap_or_else(|_| {
-        error(errors::DATETIME_OUT_OF_RANGE, format!("{ms} ms since 1970 is out of the timestamp range")).raise()
+        error(errors::DATETIME_OUT_OF_RANGE, format!("{ms} ms since 1970 is out of the timestamp range"))
+            .hint("PostgreSQL timestamps end in the year 294276.")
+            .raise()
     })
 }

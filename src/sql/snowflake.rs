@@ -31,7 +31,7 @@ fn raise_generator(e: GenError) -> ! {
         GenError::ClockBehind { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
             .detail(format!(
                 "No id is issued from a millisecond before the last one used, so ids never repeat or decrease. Ids resume once the clock passes {}.",
-                timestamp_text(resume_unix_ms)
+                timestamp_of_unix_ms(resume_unix_ms)
             ))
             .hint("Check the system clock (NTP). To wait longer instead of failing, raise idgen.max_clock_wait.")
             .raise(),
@@ -46,11 +46,6 @@ fn raise_generator(e: GenError) -> ! {
             .hint("Check free space and permissions in the data directory.")
             .raise(),
     }
-}
-
-fn timestamp_text(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    format!("{secs}.{:03} s since 1970 (UTC)", unix_ms % 1000)
 }
 
 fn parts(id: i64) -> sf::Parts {
