@@ -34,12 +34,17 @@ def require_idgen(cur):
     if not one(cur, "SELECT count(*) FROM pg_available_extensions WHERE name = 'idgen'")[0]:
         raise BenchError("idgen is not installed on this server: run `make run` or `cargo pgrx install`.")
     cur.execute("CREATE EXTENSION IF NOT EXISTS idgen")
-    preload = one(cur, "SELECT current_setting('shared_preload_libraries')")[0]
-    if "idgen" not in [p.strip() for p in preload.split(",")]:
-        raise BenchError(
-            "idgen is not in shared_preload_libraries on this server.\n"
-            "HINT: ALTER SYSTEM SET shared_preload_libraries = 'idgen'; set idgen.worker_id; restart."
-        )
+    # Asked of idgen itself, so it works for any role (reading shared_preload_libraries needs
+    # privileges): without preload its shared-memory functions raise SQLSTATE 55000.
+    try:
+        cur.execute("SELECT 1 FROM idgen_stats()")
+    except psycopg2.Error as e:
+        if e.pgcode == "55000":
+            raise BenchError(
+                "idgen is not in shared_preload_libraries on this server.\n"
+                "HINT: ALTER SYSTEM SET shared_preload_libraries = 'idgen'; set idgen.worker_id; restart."
+            ) from e
+        raise
 
 
 def main_guard(main):

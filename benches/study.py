@@ -57,11 +57,11 @@ def load_strategies(names=None):
 
 def preflight(cur):
     """Everything the study needs, checked up front with errors that say what to do."""
-    pgconn.require_idgen(cur)
     if pgconn.one(cur, "SELECT current_setting('is_superuser')")[0] != "on":
         raise pgconn.BenchError(
             "the study needs a superuser: it runs CHECKPOINT, reads WAL with pg_walinspect and "
             "creates a replication slot. Connect as one (PGUSER).")
+    pgconn.require_idgen(cur)
     for ext in ("pg_walinspect", "pgstattuple"):
         if not pgconn.one(cur, "SELECT count(*) FROM pg_available_extensions WHERE name = %s", (ext,))[0]:
             raise pgconn.BenchError(f"the contrib extension {ext} is not installed on the server "
