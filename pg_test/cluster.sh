@@ -36,8 +36,23 @@ ensure_deps() {
   fi
 }
 
+# No running server may have its idgen library replaced under it. cargo-pgrx rewrites the file
+# in place, so a server would read pages of the new build into the old one's mapping (a
+# backend was seen dying with SIGSEGV that way); a fresh file instead would be loaded a second
+# time, beside the preloaded copy, by every new backend. So stop our clusters first.
+stop_running_clusters() {
+  local data
+  for data in "$(cluster_base)"/*/data; do
+    if [ -f "$data/postmaster.pid" ]; then
+      log "stopping the cluster in $(dirname "$data") before its library is replaced"
+      stop_cluster "$(basename "$(dirname "$data")")"
+    fi
+  done
+}
+
 install_extension() {
   log "building and installing idgen (release) into $($PG_CONFIG --pkglibdir)"
+  stop_running_clusters
   (cd "$ROOT" && cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null)
 }
 
