@@ -27,9 +27,15 @@ pub enum Error {
     Negative(i64),
     BadWidth(i64),
     /// The value needs more digits than the fixed width allows.
-    TooWide { digits: usize, width: usize },
+    TooWide {
+        digits: usize,
+        width: usize,
+    },
     Empty,
-    BadCharacter { character: char, position: usize },
+    BadCharacter {
+        character: char,
+        position: usize,
+    },
     /// The code's value does not fit the target type.
     Overflow,
 }
@@ -41,11 +47,20 @@ impl std::fmt::Display for Error {
             Error::Negative(n) => write!(f, "cannot base62-encode a negative number ({n})"),
             Error::BadWidth(w) => write!(f, "base62 width {w} is out of range 0..{MAX_WIDTH}"),
             Error::TooWide { digits, width } => {
-                write!(f, "the value needs {digits} base62 digits, more than width {width}")
+                write!(
+                    f,
+                    "the value needs {digits} base62 digits, more than width {width}"
+                )
             }
             Error::Empty => write!(f, "cannot decode an empty base62 code"),
-            Error::BadCharacter { character, position } => {
-                write!(f, "invalid base62 character {character:?} at position {position}")
+            Error::BadCharacter {
+                character,
+                position,
+            } => {
+                write!(
+                    f,
+                    "invalid base62 character {character:?} at position {position}"
+                )
             }
             Error::Overflow => write!(f, "base62 code is out of range for the result type"),
         }
@@ -68,7 +83,10 @@ impl Alphabet {
             return Err(Error::BadAlphabet("it must be ASCII".into()));
         }
         if bytes.len() != 62 {
-            return Err(Error::BadAlphabet(format!("it has {} characters, not 62", bytes.len())));
+            return Err(Error::BadAlphabet(format!(
+                "it has {} characters, not 62",
+                bytes.len()
+            )));
         }
         let mut digits = [0u8; 62];
         let mut values = [NONE; 128];
@@ -104,12 +122,20 @@ impl Alphabet {
 }
 
 fn check_width(width: i64) -> Result<usize, Error> {
-    usize::try_from(width).ok().filter(|&w| w <= MAX_WIDTH).ok_or(Error::BadWidth(width))
+    usize::try_from(width)
+        .ok()
+        .filter(|&w| w <= MAX_WIDTH)
+        .ok_or(Error::BadWidth(width))
 }
 
 /// Encodes into `out` (cleared first), padded with the alphabet's zero digit to `width` (see
 /// `padded_len`).
-pub fn encode_u128_into(mut n: u128, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+pub fn encode_u128_into(
+    mut n: u128,
+    width: i64,
+    alphabet: &Alphabet,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let mut buf = [0u8; UUID_WIDTH];
     let mut i = buf.len();
     loop {
@@ -160,11 +186,21 @@ impl Digits {
 }
 
 /// Encodes a bigint into `out` (cleared first); see `encode_u128_into` for `width`.
-pub fn encode_into(n: i64, width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+pub fn encode_into(
+    n: i64,
+    width: i64,
+    alphabet: &Alphabet,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     pad_into(Digits::of(n, alphabet)?.as_bytes(), width, alphabet, out)
 }
 
-fn pad_into(digits: &[u8], width: i64, alphabet: &Alphabet, out: &mut Vec<u8>) -> Result<(), Error> {
+fn pad_into(
+    digits: &[u8],
+    width: i64,
+    alphabet: &Alphabet,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let len = padded_len(digits.len(), width)?;
     out.clear();
     out.resize(len, 0);
@@ -204,8 +240,14 @@ pub fn decode_u128(code: &str, alphabet: &Alphabet) -> Result<u128, Error> {
         let digit = u8::try_from(ch)
             .ok()
             .and_then(|b| alphabet.value_of(b))
-            .ok_or(Error::BadCharacter { character: ch, position: position + 1 })?;
-        n = n.checked_mul(62).and_then(|n| n.checked_add(u128::from(digit))).ok_or(Error::Overflow)?;
+            .ok_or(Error::BadCharacter {
+                character: ch,
+                position: position + 1,
+            })?;
+        n = n
+            .checked_mul(62)
+            .and_then(|n| n.checked_add(u128::from(digit)))
+            .ok_or(Error::Overflow)?;
     }
     Ok(n)
 }
@@ -237,7 +279,10 @@ impl Permutation {
             h.write(passphrase.as_bytes());
             h.finish()
         };
-        Permutation { k0: half(1), k1: half(2) }
+        Permutation {
+            k0: half(1),
+            k1: half(2),
+        }
     }
 
     fn round(&self, round: u32, half: u32) -> u32 {
@@ -340,12 +385,15 @@ mod tests {
     #[test]
     fn the_permutation_is_a_bijection_on_a_window_and_depends_on_the_key() {
         let p = Permutation::from_passphrase("k1");
-        let images: std::collections::HashSet<i64> = (0..100_000).map(|n| p.permute(n).unwrap()).collect();
+        let images: std::collections::HashSet<i64> =
+            (0..100_000).map(|n| p.permute(n).unwrap()).collect();
         assert_eq!(images.len(), 100_000, "no two inputs share an image");
         let q = Permutation::from_passphrase("k2");
         assert_ne!(p.permute(1).unwrap(), q.permute(1).unwrap());
         // Consecutive inputs land far apart.
-        let spread = (0..1000).filter(|&n| (p.permute(n).unwrap() - p.permute(n + 1).unwrap()).abs() < 1 << 40).count();
+        let spread = (0..1000)
+            .filter(|&n| (p.permute(n).unwrap() - p.permute(n + 1).unwrap()).abs() < 1 << 40)
+            .count();
         assert!(spread < 5, "{spread} neighbours stayed close");
     }
 
@@ -367,12 +415,30 @@ mod tests {
         assert_eq!(decode("AzL8n0Y58m8", a), Err(Error::Overflow));
         assert_eq!(decode("zzzzzzzzzzzzzzzzzzzzzzzzz", a), Err(Error::Overflow));
         assert_eq!(decode("", a), Err(Error::Empty));
-        assert_eq!(decode("ab-c", a), Err(Error::BadCharacter { character: '-', position: 3 }));
-        assert_eq!(decode("é", a), Err(Error::BadCharacter { character: 'é', position: 1 }));
+        assert_eq!(
+            decode("ab-c", a),
+            Err(Error::BadCharacter {
+                character: '-',
+                position: 3
+            })
+        );
+        assert_eq!(
+            decode("é", a),
+            Err(Error::BadCharacter {
+                character: 'é',
+                position: 1
+            })
+        );
         assert_eq!(encode(-1, 0, a), Err(Error::Negative(-1)));
         assert_eq!(encode(1, -1, a), Err(Error::BadWidth(-1)));
         assert_eq!(encode(1, 65, a), Err(Error::BadWidth(65)));
-        assert_eq!(encode(62, 1, a), Err(Error::TooWide { digits: 2, width: 1 }));
+        assert_eq!(
+            encode(62, 1, a),
+            Err(Error::TooWide {
+                digits: 2,
+                width: 1
+            })
+        );
         assert!(a.is_ascii_ordered());
     }
 
@@ -380,9 +446,14 @@ mod tests {
     fn bad_alphabets_are_refused() {
         assert!(matches!(Alphabet::new("abc"), Err(Error::BadAlphabet(_))));
         let dup = format!("{}0", &DEFAULT_ALPHABET[..61]);
-        assert!(matches!(Alphabet::new(&dup), Err(Error::BadAlphabet(why)) if why.contains("twice")));
+        assert!(
+            matches!(Alphabet::new(&dup), Err(Error::BadAlphabet(why)) if why.contains("twice"))
+        );
         let non_ascii = format!("{}é", &DEFAULT_ALPHABET[..60]);
-        assert!(matches!(Alphabet::new(&non_ascii), Err(Error::BadAlphabet(_))));
+        assert!(matches!(
+            Alphabet::new(&non_ascii),
+            Err(Error::BadAlphabet(_))
+        ));
         // The article's alphabet: a-z A-Z 0-9 — valid, but not in ASCII order.
         let article = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
         let a = Alphabet::new(article).unwrap();

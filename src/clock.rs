@@ -11,7 +11,9 @@ pub const HORIZON_FILE: &str = "idgen_horizon";
 
 pub fn now_unix_ms() -> u64 {
     // A clock before 1970 reads as 0: the generator then reports it as before the epoch.
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The generator's environment in a backend.

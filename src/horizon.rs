@@ -38,7 +38,11 @@ pub fn read(path: &Path) -> Result<Option<u64>, ReadError> {
         Err(e) => return Err(ReadError::Io(e)),
     };
     let mut words = text.split_whitespace();
-    match (words.next(), words.next().map(str::parse::<u64>), words.next()) {
+    match (
+        words.next(),
+        words.next().map(str::parse::<u64>),
+        words.next(),
+    ) {
         (Some(MAGIC), Some(Ok(ms)), None) => Ok(Some(ms)),
         _ => Err(ReadError::Corrupt(text.chars().take(80).collect())),
     }
@@ -49,7 +53,11 @@ pub fn read(path: &Path) -> Result<Option<u64>, ReadError> {
 pub fn write(path: &Path, unix_ms: u64) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         writeln!(file, "{MAGIC} {unix_ms}")?;
         file.sync_all()?;
     }
@@ -66,7 +74,8 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("idgen-horizon-test-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("idgen-horizon-test-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir.join("idgen_horizon")
@@ -90,9 +99,18 @@ mod tests {
     #[test]
     fn a_damaged_file_is_refused_not_guessed() {
         let path = scratch("corrupt");
-        for text in ["", "idgen-horizon-v1", "idgen-horizon-v1 12x", "something 12", "idgen-horizon-v1 1 2"] {
+        for text in [
+            "",
+            "idgen-horizon-v1",
+            "idgen-horizon-v1 12x",
+            "something 12",
+            "idgen-horizon-v1 1 2",
+        ] {
             fs::write(&path, text).unwrap();
-            assert!(matches!(read(&path), Err(ReadError::Corrupt(_))), "{text:?} was accepted");
+            assert!(
+                matches!(read(&path), Err(ReadError::Corrupt(_))),
+                "{text:?} was accepted"
+            );
         }
     }
 }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// two writers end up sharing one and minting the same ids; and it cannot change under running
 /// backends, which keeps ids from one server strictly increasing.
 static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
-static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"1288834974657"));
+static EPOCH: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"1288834974657"));
 /// Long enough to ride out a small NTP step and the horizon lead after crash recovery
 /// (`HORIZON_LEAD_MS`, 1 s); short enough that a real clock fault fails a statement instead of
 /// stalling every writer.
@@ -68,10 +69,12 @@ pub fn register(preloading: bool) {
         GucContext::Postmaster,
         GucFlags::default(),
     );
-    let text = EPOCH.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let epoch = parse_epoch(&text).and_then(|ms| {
-        snowflake::check_epoch(ms, crate::clock::now_unix_ms()).map(|()| ms)
-    });
+    let text = EPOCH
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let epoch = parse_epoch(&text)
+        .and_then(|ms| snowflake::check_epoch(ms, crate::clock::now_unix_ms()).map(|()| ms));
     match epoch {
         Ok(ms) => EPOCH_MS.store(ms, Ordering::Relaxed),
         // In the postmaster this stops the server from starting: ids on a wrong epoch would
@@ -83,7 +86,9 @@ pub fn register(preloading: bool) {
 }
 
 fn parse_epoch(text: &str) -> Result<u64, String> {
-    text.trim().parse::<u64>().map_err(|_| format!("{text:?} is not a whole number of milliseconds"))
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("{text:?} is not a whole number of milliseconds"))
 }
 
 /// The epoch in Unix ms. When idgen is not preloaded, the decoding functions still honour an
@@ -97,9 +102,14 @@ pub fn epoch_ms() -> u64 {
             }
             let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
             parse_epoch(&text).unwrap_or_else(|why| {
-                error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}"))
-                    .hint("Set idgen.epoch in postgresql.conf to Unix milliseconds, e.g. 1288834974657.")
-                    .raise()
+                error(
+                    errors::INVALID_PARAMETER,
+                    format!("invalid value for idgen.epoch: {why}"),
+                )
+                .hint(
+                    "Set idgen.epoch in postgresql.conf to Unix milliseconds, e.g. 1288834974657.",
+                )
+                .raise()
             })
         }
         ms => ms,

@@ -5,7 +5,7 @@ use crate::clock::HORIZON_FILE;
 use crate::errors::{self, error};
 use crate::{horizon, settings, snowflake::SharedState};
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PgAtomic, PGRXSharedMemory};
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

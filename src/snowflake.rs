@@ -52,10 +52,17 @@ impl std::fmt::Display for LayoutError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::MillisOutOfRange(m) => {
-                write!(f, "{m} ms since the epoch does not fit in 41 bits (at most {MAX_MILLIS})")
+                write!(
+                    f,
+                    "{m} ms since the epoch does not fit in 41 bits (at most {MAX_MILLIS})"
+                )
             }
-            Self::WorkerOutOfRange(w) => write!(f, "worker id {w} is out of range 0..{MAX_WORKER_ID}"),
-            Self::SequenceOutOfRange(s) => write!(f, "sequence {s} is out of range 0..{MAX_SEQUENCE}"),
+            Self::WorkerOutOfRange(w) => {
+                write!(f, "worker id {w} is out of range 0..{MAX_WORKER_ID}")
+            }
+            Self::SequenceOutOfRange(s) => {
+                write!(f, "sequence {s} is out of range 0..{MAX_SEQUENCE}")
+            }
             Self::NegativeId(id) => write!(f, "snowflake id {id} is negative: bit 63 is always 0"),
         }
     }
@@ -71,8 +78,9 @@ pub fn compose(p: Parts) -> Result<i64, LayoutError> {
     if p.sequence > MAX_SEQUENCE {
         return Err(LayoutError::SequenceOutOfRange(p.sequence));
     }
-    Ok(((p.millis << MILLIS_SHIFT) | (u64::from(p.worker_id) << WORKER_SHIFT) | u64::from(p.sequence))
-        as i64)
+    Ok(((p.millis << MILLIS_SHIFT)
+        | (u64::from(p.worker_id) << WORKER_SHIFT)
+        | u64::from(p.sequence)) as i64)
 }
 
 pub fn decompose(id: i64) -> Result<Parts, LayoutError> {
@@ -89,7 +97,11 @@ pub fn decompose(id: i64) -> Result<Parts, LayoutError> {
 
 /// The smallest id whose timestamp is `millis`: worker 0, sequence 0.
 pub fn lowest_id_at(millis: u64) -> Result<i64, LayoutError> {
-    compose(Parts { millis, worker_id: 0, sequence: 0 })
+    compose(Parts {
+        millis,
+        worker_id: 0,
+        sequence: 0,
+    })
 }
 
 /// Checks an epoch against the clock: not in the future, and not so old that today's
@@ -117,31 +129,47 @@ fn pack(millis: u64, sequence: u16) -> u64 {
 }
 
 fn unpack(word: u64) -> (u64, u16) {
-    (word >> SEQUENCE_BITS, (word & u64::from(MAX_SEQUENCE)) as u16)
+    (
+        word >> SEQUENCE_BITS,
+        (word & u64::from(MAX_SEQUENCE)) as u16,
+    )
 }
 
 /// What to do next, given the last word issued and the clock (both in ms since the id epoch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    Issue { millis: u64, sequence: u16 },
+    Issue {
+        millis: u64,
+        sequence: u16,
+    },
     /// All 4,096 sequence numbers of this millisecond are taken: wait for the next one.
     Exhausted,
     /// The clock reads earlier than the last millisecond issued.
-    ClockBehind { behind_ms: u64 },
+    ClockBehind {
+        behind_ms: u64,
+    },
 }
 
 pub fn decide(last_word: u64, now_millis: u64) -> Decision {
     let (last_millis, last_sequence) = unpack(last_word);
     if now_millis > last_millis {
-        Decision::Issue { millis: now_millis, sequence: 0 }
+        Decision::Issue {
+            millis: now_millis,
+            sequence: 0,
+        }
     } else if now_millis == last_millis {
         if last_sequence < MAX_SEQUENCE {
-            Decision::Issue { millis: now_millis, sequence: last_sequence + 1 }
+            Decision::Issue {
+                millis: now_millis,
+                sequence: last_sequence + 1,
+            }
         } else {
             Decision::Exhausted
         }
     } else {
-        Decision::ClockBehind { behind_ms: last_millis - now_millis }
+        Decision::ClockBehind {
+            behind_ms: last_millis - now_millis,
+        }
     }
 }
 
@@ -187,7 +215,8 @@ impl SharedState {
         };
         self.word.store(seed, Ordering::SeqCst);
         self.seed_word.store(seed, Ordering::SeqCst);
-        self.horizon_unix_ms.store(horizon_unix_ms, Ordering::SeqCst);
+        self.horizon_unix_ms
+            .store(horizon_unix_ms, Ordering::SeqCst);
     }
 
     pub fn stats(&self) -> Stats {
@@ -232,11 +261,21 @@ pub trait Env {
 #[derive(Debug)]
 pub enum GenError {
     /// The clock is behind the last millisecond issued by more than we are allowed to wait.
-    ClockBehind { behind_ms: u64, max_wait_ms: u64, resume_unix_ms: u64 },
+    ClockBehind {
+        behind_ms: u64,
+        max_wait_ms: u64,
+        resume_unix_ms: u64,
+    },
     /// The clock reads before the configured epoch.
-    ClockBeforeEpoch { now_unix_ms: u64, epoch_unix_ms: u64 },
+    ClockBeforeEpoch {
+        now_unix_ms: u64,
+        epoch_unix_ms: u64,
+    },
     /// 41 bits of milliseconds are used up: the epoch is about 69.7 years old.
-    Overflow { now_unix_ms: u64, epoch_unix_ms: u64 },
+    Overflow {
+        now_unix_ms: u64,
+        epoch_unix_ms: u64,
+    },
     /// The horizon could not be written: no id beyond it is issued.
     Horizon(std::io::Error),
 }
@@ -283,12 +322,17 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
         // take our own stale reading for a clock step back (and sleep for nothing).
         let last = state.word.load(Ordering::Acquire);
         let now_unix = env.now_unix_ms();
-        let now = now_unix.checked_sub(cfg.epoch_unix_ms).ok_or(GenError::ClockBeforeEpoch {
-            now_unix_ms: now_unix,
-            epoch_unix_ms: cfg.epoch_unix_ms,
-        })?;
+        let now = now_unix
+            .checked_sub(cfg.epoch_unix_ms)
+            .ok_or(GenError::ClockBeforeEpoch {
+                now_unix_ms: now_unix,
+                epoch_unix_ms: cfg.epoch_unix_ms,
+            })?;
         if now > MAX_MILLIS {
-            return Err(GenError::Overflow { now_unix_ms: now_unix, epoch_unix_ms: cfg.epoch_unix_ms });
+            return Err(GenError::Overflow {
+                now_unix_ms: now_unix,
+                epoch_unix_ms: cfg.epoch_unix_ms,
+            });
         }
         match decide(last, now) {
             Decision::Issue { millis, sequence } => {
@@ -305,9 +349,15 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
                 }
                 if sequence == 0 && last != state.seed_word.load(Ordering::Relaxed) {
                     // `last` closed a millisecond: count its ids once, here, not once per id.
-                    state.completed.fetch_add(u64::from(unpack(last).1) + 1, Ordering::Relaxed);
+                    state
+                        .completed
+                        .fetch_add(u64::from(unpack(last).1) + 1, Ordering::Relaxed);
                 }
-                let parts = Parts { millis, worker_id: cfg.worker_id, sequence };
+                let parts = Parts {
+                    millis,
+                    worker_id: cfg.worker_id,
+                    sequence,
+                };
                 return Ok(compose(parts).expect("fields checked above"));
             }
             Decision::Exhausted => {
@@ -321,7 +371,9 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
                 if !counted_regression {
                     counted_regression = true;
                     state.clock_regressions.fetch_add(1, Ordering::Relaxed);
-                    state.max_regression_ms.fetch_max(behind_ms, Ordering::Relaxed);
+                    state
+                        .max_regression_ms
+                        .fetch_max(behind_ms, Ordering::Relaxed);
                 }
                 if behind_ms > cfg.max_clock_wait_ms {
                     return Err(GenError::ClockBehind {
@@ -330,7 +382,9 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
                         resume_unix_ms: unpack(last).0 + cfg.epoch_unix_ms + 1,
                     });
                 }
-                env.pause(Pause::Sleep { ms: behind_ms.min(10) });
+                env.pause(Pause::Sleep {
+                    ms: behind_ms.min(10),
+                });
             }
         }
     }
@@ -340,12 +394,20 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
 /// within half a lead of it, so that under steady load one backend writes the file about once
 /// every `HORIZON_LEAD_MS / 2` while the others carry on. Returns false when the caller must
 /// look again (another backend is writing and the horizon is not yet far enough).
-fn horizon_allows(state: &SharedState, now_unix: u64, env: &mut impl Env) -> Result<bool, GenError> {
+fn horizon_allows(
+    state: &SharedState,
+    now_unix: u64,
+    env: &mut impl Env,
+) -> Result<bool, GenError> {
     let horizon = state.horizon_unix_ms.load(Ordering::Acquire);
     if now_unix + HORIZON_LEAD_MS / 2 <= horizon {
         return Ok(true);
     }
-    if state.extending.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+    if state
+        .extending
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
         struct Release<'a>(&'a AtomicU32);
         impl Drop for Release<'_> {
             fn drop(&mut self) {
@@ -356,8 +418,11 @@ fn horizon_allows(state: &SharedState, now_unix: u64, env: &mut impl Env) -> Res
         let horizon = state.horizon_unix_ms.load(Ordering::Acquire);
         if now_unix + HORIZON_LEAD_MS / 2 > horizon {
             let new_horizon = now_unix + HORIZON_LEAD_MS;
-            env.persist_horizon(new_horizon).map_err(GenError::Horizon)?;
-            state.horizon_unix_ms.fetch_max(new_horizon, Ordering::AcqRel);
+            env.persist_horizon(new_horizon)
+                .map_err(GenError::Horizon)?;
+            state
+                .horizon_unix_ms
+                .fetch_max(new_horizon, Ordering::AcqRel);
         }
         return Ok(true);
     }

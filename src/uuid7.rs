@@ -54,7 +54,8 @@ pub fn is_rfc_variant(bytes: &[u8; 16]) -> bool {
 
 /// The Unix milliseconds of a version-7 UUID; None for any other version or variant.
 pub fn timestamp_ms(bytes: &[u8; 16]) -> Option<u64> {
-    (version(bytes) == 7 && is_rfc_variant(bytes)).then(|| (u128::from_be_bytes(*bytes) >> 80) as u64)
+    (version(bytes) == 7 && is_rfc_variant(bytes))
+        .then(|| (u128::from_be_bytes(*bytes) >> 80) as u64)
 }
 
 /// 100-ns ticks from 1582-10-15 (the Gregorian reform) to 1970-01-01.
@@ -118,7 +119,10 @@ pub struct ForkSafeRng {
 
 impl ForkSafeRng {
     pub const fn new() -> Self {
-        ForkSafeRng { owner: 0, rng: None }
+        ForkSafeRng {
+            owner: 0,
+            rng: None,
+        }
     }
 
     pub fn get(&mut self, pid: u32) -> &mut ChaCha12Rng {
@@ -205,7 +209,11 @@ mod tests {
             assert!(counter < COUNTER_START_LIMIT);
             starts.insert(counter);
         }
-        assert!(starts.len() > 90, "counter starts should look random, got {} distinct", starts.len());
+        assert!(
+            starts.len() > 90,
+            "counter starts should look random, got {} distinct",
+            starts.len()
+        );
     }
 
     #[test]
@@ -232,7 +240,10 @@ mod tests {
         let b: Vec<u64> = (0..4).map(|_| shared.get(200).next_u64()).collect();
         assert_ne!(a, b);
         // Two fresh generators never start alike either.
-        assert_ne!(ForkSafeRng::new().get(1).next_u64(), ForkSafeRng::new().get(1).next_u64());
+        assert_ne!(
+            ForkSafeRng::new().get(1).next_u64(),
+            ForkSafeRng::new().get(1).next_u64()
+        );
     }
 
     #[test]
@@ -257,7 +268,10 @@ mod tests {
                     })
                 })
                 .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
         });
         let distinct: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(distinct.len(), all.len());

@@ -16,7 +16,13 @@ struct FakeEnv {
 
 impl FakeEnv {
     fn at(now: u64) -> Self {
-        FakeEnv { now, persisted: vec![], spins: 0, sleeps: vec![], fail_persist: false }
+        FakeEnv {
+            now,
+            persisted: vec![],
+            spins: 0,
+            sleeps: vec![],
+            fail_persist: false,
+        }
     }
 }
 
@@ -47,7 +53,11 @@ impl Env for FakeEnv {
 }
 
 fn cfg(worker_id: u16, max_clock_wait_ms: u64) -> Config {
-    Config { epoch_unix_ms: EPOCH, worker_id, max_clock_wait_ms }
+    Config {
+        epoch_unix_ms: EPOCH,
+        worker_id,
+        max_clock_wait_ms,
+    }
 }
 
 fn fresh() -> SharedState {
@@ -113,15 +123,27 @@ proptest! {
 #[test]
 fn bad_fields_and_negative_ids_are_refused() {
     assert_eq!(
-        compose(Parts { millis: MAX_MILLIS + 1, worker_id: 0, sequence: 0 }),
+        compose(Parts {
+            millis: MAX_MILLIS + 1,
+            worker_id: 0,
+            sequence: 0
+        }),
         Err(LayoutError::MillisOutOfRange(MAX_MILLIS + 1))
     );
     assert_eq!(
-        compose(Parts { millis: 0, worker_id: 1024, sequence: 0 }),
+        compose(Parts {
+            millis: 0,
+            worker_id: 1024,
+            sequence: 0
+        }),
         Err(LayoutError::WorkerOutOfRange(1024))
     );
     assert_eq!(
-        compose(Parts { millis: 0, worker_id: 0, sequence: 4096 }),
+        compose(Parts {
+            millis: 0,
+            worker_id: 0,
+            sequence: 4096
+        }),
         Err(LayoutError::SequenceOutOfRange(4096))
     );
     assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
@@ -130,9 +152,22 @@ fn bad_fields_and_negative_ids_are_refused() {
 #[test]
 fn the_layout_is_the_documented_one() {
     // 1 ms after the epoch, worker 1, sequence 1: bits 22, 12 and 0.
-    let id = compose(Parts { millis: 1, worker_id: 1, sequence: 1 }).unwrap();
+    let id = compose(Parts {
+        millis: 1,
+        worker_id: 1,
+        sequence: 1,
+    })
+    .unwrap();
     assert_eq!(id, (1 << 22) | (1 << 12) | 1);
-    assert_eq!(compose(Parts { millis: MAX_MILLIS, worker_id: 1023, sequence: 4095 }).unwrap(), i64::MAX);
+    assert_eq!(
+        compose(Parts {
+            millis: MAX_MILLIS,
+            worker_id: 1023,
+            sequence: 4095
+        })
+        .unwrap(),
+        i64::MAX
+    );
 }
 
 #[test]
@@ -140,7 +175,9 @@ fn epoch_checks() {
     assert!(check_epoch(EPOCH, T0).is_ok());
     assert!(check_epoch(T0 + 1, T0).unwrap_err().contains("future"));
     // A Unix-epoch generator runs out in 2039: 2^41 ms after 1970.
-    assert!(check_epoch(0, MAX_MILLIS + 1).unwrap_err().contains("overflow"));
+    assert!(check_epoch(0, MAX_MILLIS + 1)
+        .unwrap_err()
+        .contains("overflow"));
     assert!(check_epoch(0, MAX_MILLIS).is_ok());
 }
 
@@ -148,10 +185,19 @@ fn epoch_checks() {
 fn same_millisecond_counts_the_sequence_up() {
     let state = fresh();
     let mut env = FakeEnv::at(T0);
-    let ids: Vec<_> = (0..3).map(|_| next_id(&state, &cfg(5, 0), &mut env).unwrap()).collect();
+    let ids: Vec<_> = (0..3)
+        .map(|_| next_id(&state, &cfg(5, 0), &mut env).unwrap())
+        .collect();
     let parts: Vec<_> = ids.iter().map(|&id| decompose(id).unwrap()).collect();
     for (i, p) in parts.iter().enumerate() {
-        assert_eq!(*p, Parts { millis: T0 - EPOCH, worker_id: 5, sequence: i as u16 });
+        assert_eq!(
+            *p,
+            Parts {
+                millis: T0 - EPOCH,
+                worker_id: 5,
+                sequence: i as u16
+            }
+        );
     }
     assert_eq!(env.spins, 0);
 }
@@ -165,7 +211,14 @@ fn an_exhausted_millisecond_waits_for_the_next() {
     }
     assert_eq!(env.now, T0, "4,096 ids fit in one millisecond");
     let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
-    assert_eq!(decompose(id).unwrap(), Parts { millis: T0 + 1 - EPOCH, worker_id: 0, sequence: 0 });
+    assert_eq!(
+        decompose(id).unwrap(),
+        Parts {
+            millis: T0 + 1 - EPOCH,
+            worker_id: 0,
+            sequence: 0
+        }
+    );
     assert_eq!(env.spins, 1);
     let stats = state.stats();
     assert_eq!(stats.exhaustion_waits, 1);
@@ -180,7 +233,11 @@ fn a_clock_step_back_within_the_limit_waits_it_out() {
     env.now = T0 - 40;
     let after = next_id(&state, &cfg(0, 100), &mut env).unwrap();
     assert!(after > before);
-    assert_eq!(env.sleeps.iter().sum::<u64>(), 40, "slept until the clock was back at T0");
+    assert_eq!(
+        env.sleeps.iter().sum::<u64>(),
+        40,
+        "slept until the clock was back at T0"
+    );
     assert_eq!(decompose(after).unwrap().millis, T0 - EPOCH);
     let stats = state.stats();
     assert_eq!((stats.clock_regressions, stats.max_regression_ms), (1, 40));
@@ -194,12 +251,19 @@ fn a_clock_step_back_beyond_the_limit_is_an_error_and_issues_nothing() {
     let word_before = state.word.load(Ordering::SeqCst);
     env.now = T0 - 101;
     match next_id(&state, &cfg(0, 100), &mut env) {
-        Err(GenError::ClockBehind { behind_ms: 101, max_wait_ms: 100, resume_unix_ms }) => {
+        Err(GenError::ClockBehind {
+            behind_ms: 101,
+            max_wait_ms: 100,
+            resume_unix_ms,
+        }) => {
             assert_eq!(resume_unix_ms, T0 + 1)
         }
         other => panic!("expected ClockBehind, got {other:?}"),
     }
-    assert!(env.sleeps.is_empty(), "no point waiting for a clock that cannot catch up in time");
+    assert!(
+        env.sleeps.is_empty(),
+        "no point waiting for a clock that cannot catch up in time"
+    );
     assert_eq!(state.word.load(Ordering::SeqCst), word_before);
     assert_eq!(state.stats().ids_issued, 1);
 }
@@ -217,7 +281,13 @@ fn the_horizon_is_persisted_before_an_id_beyond_it() {
     // ... past it, the horizon moves ahead again.
     env.now += 1;
     next_id(&state, &cfg(0, 0), &mut env).unwrap();
-    assert_eq!(env.persisted, vec![T0 + HORIZON_LEAD_MS, T0 + HORIZON_LEAD_MS / 2 + 1 + HORIZON_LEAD_MS]);
+    assert_eq!(
+        env.persisted,
+        vec![
+            T0 + HORIZON_LEAD_MS,
+            T0 + HORIZON_LEAD_MS / 2 + 1 + HORIZON_LEAD_MS
+        ]
+    );
 }
 
 #[test]
@@ -225,7 +295,10 @@ fn a_failed_persist_issues_nothing_and_frees_the_writer() {
     let state = fresh();
     let mut env = FakeEnv::at(T0);
     env.fail_persist = true;
-    assert!(matches!(next_id(&state, &cfg(0, 0), &mut env), Err(GenError::Horizon(_))));
+    assert!(matches!(
+        next_id(&state, &cfg(0, 0), &mut env),
+        Err(GenError::Horizon(_))
+    ));
     assert_eq!(state.stats().ids_issued, 0);
     env.fail_persist = false;
     next_id(&state, &cfg(0, 0), &mut env).expect("the writer slot was released");
@@ -245,7 +318,10 @@ fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
     let second = SharedState::default();
     second.seed(EPOCH, mark);
     let mut env = FakeEnv::at(T0 - 5_000);
-    assert!(matches!(next_id(&second, &cfg(3, 1000), &mut env), Err(GenError::ClockBehind { .. })));
+    assert!(matches!(
+        next_id(&second, &cfg(3, 1000), &mut env),
+        Err(GenError::ClockBehind { .. })
+    ));
     assert_eq!(second.stats().ids_issued, 0);
 
     // Once the clock is within max_clock_wait of the mark, it waits and resumes above it.
@@ -253,7 +329,11 @@ fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
     let resumed = next_id(&second, &cfg(3, 1000), &mut env).unwrap();
     assert!(resumed > last);
     assert_eq!(decompose(resumed).unwrap().millis + EPOCH, mark + 1);
-    assert_eq!(second.stats().ids_issued, 1, "the seed is not counted as an id");
+    assert_eq!(
+        second.stats().ids_issued,
+        1,
+        "the seed is not counted as an id"
+    );
 }
 
 #[test]
@@ -269,9 +349,15 @@ fn a_clean_shutdown_records_the_last_millisecond_issued() {
 fn the_clock_before_the_epoch_or_past_41_bits_is_an_error() {
     let state = fresh();
     let mut env = FakeEnv::at(EPOCH - 1);
-    assert!(matches!(next_id(&state, &cfg(0, 0), &mut env), Err(GenError::ClockBeforeEpoch { .. })));
+    assert!(matches!(
+        next_id(&state, &cfg(0, 0), &mut env),
+        Err(GenError::ClockBeforeEpoch { .. })
+    ));
     env.now = EPOCH + MAX_MILLIS + 1;
-    assert!(matches!(next_id(&state, &cfg(0, 0), &mut env), Err(GenError::Overflow { .. })));
+    assert!(matches!(
+        next_id(&state, &cfg(0, 0), &mut env),
+        Err(GenError::Overflow { .. })
+    ));
 }
 
 /// Real threads on a real clock sharing one state, as backends share shared memory.
@@ -280,7 +366,10 @@ fn concurrent_generators_never_collide() {
     struct RealEnv<'a>(&'a AtomicU64);
     impl Env for RealEnv<'_> {
         fn now_unix_ms(&mut self) -> u64 {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
         }
         fn pause(&mut self, pause: Pause) {
             match pause {
@@ -301,7 +390,9 @@ fn concurrent_generators_never_collide() {
             .map(|_| {
                 s.spawn(|| {
                     let mut env = RealEnv(&persisted);
-                    (0..per_thread).map(|_| next_id(&state, &cfg(9, 1000), &mut env).unwrap()).collect()
+                    (0..per_thread)
+                        .map(|_| next_id(&state, &cfg(9, 1000), &mut env).unwrap())
+                        .collect()
                 })
             })
             .collect();
@@ -309,7 +400,10 @@ fn concurrent_generators_never_collide() {
     });
     let mut all = HashSet::new();
     for batch in &batches {
-        assert!(batch.windows(2).all(|w| w[0] < w[1]), "each thread sees increasing ids");
+        assert!(
+            batch.windows(2).all(|w| w[0] < w[1]),
+            "each thread sees increasing ids"
+        );
         for &id in batch {
             assert!(all.insert(id), "duplicate {id}");
             assert!(decompose(id).unwrap().millis + EPOCH <= persisted.load(Ordering::SeqCst));

@@ -19,12 +19,24 @@ fn raise(e: base62::Error) -> ! {
         }
     };
     let hint = match e {
-        base62::Error::BadAlphabet(_) => "An alphabet is 62 distinct ASCII characters, e.g. the default 0-9A-Za-z.".to_string(),
-        base62::Error::BadWidth(_) => format!("Use 0 for the shortest code, {} for any bigint, at most {}.", base62::BIGINT_WIDTH, base62::MAX_WIDTH),
-        base62::Error::TooWide { .. } => format!("A width of {} fits every bigint.", base62::BIGINT_WIDTH),
+        base62::Error::BadAlphabet(_) => {
+            "An alphabet is 62 distinct ASCII characters, e.g. the default 0-9A-Za-z.".to_string()
+        }
+        base62::Error::BadWidth(_) => format!(
+            "Use 0 for the shortest code, {} for any bigint, at most {}.",
+            base62::BIGINT_WIDTH,
+            base62::MAX_WIDTH
+        ),
+        base62::Error::TooWide { .. } => {
+            format!("A width of {} fits every bigint.", base62::BIGINT_WIDTH)
+        }
         base62::Error::Negative(_) => "Only non-negative numbers have base62 codes.".to_string(),
-        base62::Error::Empty | base62::Error::BadCharacter { .. } => "Decode with the alphabet the code was encoded with.".to_string(),
-        base62::Error::Overflow => "The code is longer or larger than any value of the result type.".to_string(),
+        base62::Error::Empty | base62::Error::BadCharacter { .. } => {
+            "Decode with the alphabet the code was encoded with.".to_string()
+        }
+        base62::Error::Overflow => {
+            "The code is longer or larger than any value of the result type.".to_string()
+        }
     };
     error(code, e.to_string()).hint(hint).raise()
 }
@@ -42,7 +54,10 @@ fn with_alphabet<T>(text: &str, f: impl FnOnce(&Alphabet) -> T) -> T {
     }
     CUSTOM.with_borrow_mut(|cached| {
         if !matches!(cached, Some((t, _)) if t == text) {
-            *cached = Some((text.to_string(), Alphabet::new(text).unwrap_or_else(|e| raise(e))));
+            *cached = Some((
+                text.to_string(),
+                Alphabet::new(text).unwrap_or_else(|e| raise(e)),
+            ));
         }
         f(&cached.as_ref().expect("set above").1)
     })
@@ -78,9 +93,14 @@ pub extern "C" fn pg_finfo_idgen_base62_encode() -> &'static pg_sys::Pg_finfo_re
 
 #[unsafe(no_mangle)]
 #[pg_guard]
-pub unsafe extern "C-unwind" fn idgen_base62_encode(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C-unwind" fn idgen_base62_encode(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
     use pgrx::fcinfo::pg_getarg_datum_raw;
-    use pgrx::varlena::{set_varsize_4b, varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u, vardata_any, varsize_any_exhdr};
+    use pgrx::varlena::{
+        set_varsize_4b, varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u, vardata_any,
+        varsize_any_exhdr,
+    };
     unsafe {
         // STRICT: no argument is NULL.
         let n = pg_getarg_datum_raw(fcinfo, 0).value() as i64;
@@ -89,23 +109,26 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(fcinfo: pg_sys::FunctionCall
         if !(varatt_is_4b_u(text) || (varatt_is_1b(text) && !varatt_is_1b_e(text))) {
             text = pg_sys::pg_detoast_datum_packed(text); // compressed or out of line
         }
-        let alphabet = std::slice::from_raw_parts(vardata_any(text).cast::<u8>(), varsize_any_exhdr(text));
+        let alphabet =
+            std::slice::from_raw_parts(vardata_any(text).cast::<u8>(), varsize_any_exhdr(text));
         let encode = |a: &Alphabet| -> pg_sys::Datum {
             let digits = base62::Digits::of(n, a).unwrap_or_else(|e| raise(e));
-            let len = digits.padded_len(i64::from(width)).unwrap_or_else(|e| raise(e));
+            let len = digits
+                .padded_len(i64::from(width))
+                .unwrap_or_else(|e| raise(e));
             let size = pg_sys::VARHDRSZ + len;
             let result = pg_sys::palloc(size).cast::<pg_sys::varlena>();
             set_varsize_4b(result, size as i32);
-            let out = std::slice::from_raw_parts_mut(result.cast::<u8>().add(pg_sys::VARHDRSZ), len);
+            let out =
+                std::slice::from_raw_parts_mut(result.cast::<u8>().add(pg_sys::VARHDRSZ), len);
             digits.write_padded(a, out);
             pg_sys::Datum::from(result)
         };
         if alphabet == DEFAULT_ALPHABET.as_bytes() {
             encode(Alphabet::default_alphabet())
         } else {
-            let text = std::str::from_utf8(alphabet).unwrap_or_else(|_| {
-                raise(base62::Error::BadAlphabet("it must be ASCII".into()))
-            });
+            let text = std::str::from_utf8(alphabet)
+                .unwrap_or_else(|_| raise(base62::Error::BadAlphabet("it must be ASCII".into())));
             with_alphabet(text, encode)
         }
     }
@@ -114,7 +137,10 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(fcinfo: pg_sys::FunctionCall
 #[pg_extern(immutable, strict, parallel_safe)]
 fn base62_decode(
     code: &str,
-    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+    alphabet: default!(
+        &str,
+        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
+    ),
 ) -> i64 {
     with_alphabet(alphabet, |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e))
 }
@@ -124,21 +150,30 @@ fn base62_decode(
 #[pg_extern(immutable, strict, parallel_safe)]
 fn uuid_to_base62(
     id: Uuid,
-    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+    alphabet: default!(
+        &str,
+        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
+    ),
 ) -> String {
     let value = u128::from_be_bytes(*id.as_bytes());
     let mut out = Vec::with_capacity(base62::UUID_WIDTH);
-    with_alphabet(alphabet, |a| base62::encode_u128_into(value, base62::UUID_WIDTH as i64, a, &mut out))
-        .unwrap_or_else(|e| raise(e));
+    with_alphabet(alphabet, |a| {
+        base62::encode_u128_into(value, base62::UUID_WIDTH as i64, a, &mut out)
+    })
+    .unwrap_or_else(|e| raise(e));
     String::from_utf8(out).expect("alphabets are ASCII")
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn base62_to_uuid(
     code: &str,
-    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+    alphabet: default!(
+        &str,
+        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
+    ),
 ) -> Uuid {
-    let value = with_alphabet(alphabet, |a| base62::decode_u128(code, a)).unwrap_or_else(|e| raise(e));
+    let value =
+        with_alphabet(alphabet, |a| base62::decode_u128(code, a)).unwrap_or_else(|e| raise(e));
     Uuid::from_bytes(value.to_be_bytes())
 }
 
@@ -164,7 +199,10 @@ fn with_permutation<T>(f: impl FnOnce(&Permutation) -> T) -> T {
 fn base62_encode_keyed(
     n: i64,
     width: default!(i32, 11),
-    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+    alphabet: default!(
+        &str,
+        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
+    ),
 ) -> String {
     let hidden = with_permutation(|p| p.permute(n)).unwrap_or_else(|e| raise(e));
     encode_with(hidden, width, alphabet)
@@ -173,9 +211,11 @@ fn base62_encode_keyed(
 #[pg_extern(stable, strict, parallel_safe)]
 fn base62_decode_keyed(
     code: &str,
-    alphabet: default!(&str, "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"),
+    alphabet: default!(
+        &str,
+        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
+    ),
 ) -> i64 {
     let hidden = with_alphabet(alphabet, |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e));
     with_permutation(|p| p.unpermute(hidden)).unwrap_or_else(|e| raise(e))
 }
-

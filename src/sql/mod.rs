@@ -15,9 +15,12 @@ pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 /// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity.
 pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
     if !ts.is_finite() {
-        error(errors::DATETIME_OUT_OF_RANGE, format!("{what}: timestamp out of range: infinity"))
-            .hint("Pass a finite timestamp.")
-            .raise();
+        error(
+            errors::DATETIME_OUT_OF_RANGE,
+            format!("{what}: timestamp out of range: infinity"),
+        )
+        .hint("Pass a finite timestamp.")
+        .raise();
     }
     let us: pg_sys::TimestampTz = ts.into();
     (us + PG_EPOCH_OFFSET_US).div_euclid(1000)
@@ -26,8 +29,11 @@ pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
 pub fn timestamp_of_unix_ms(ms: u64) -> TimestampWithTimeZone {
     let us = (ms as i64) * 1000 - PG_EPOCH_OFFSET_US;
     TimestampWithTimeZone::try_from(us).unwrap_or_else(|_| {
-        error(errors::DATETIME_OUT_OF_RANGE, format!("{ms} ms since 1970 is out of the timestamp range"))
-            .hint("PostgreSQL timestamps end in the year 294276.")
-            .raise()
+        error(
+            errors::DATETIME_OUT_OF_RANGE,
+            format!("{ms} ms since 1970 is out of the timestamp range"),
+        )
+        .hint("PostgreSQL timestamps end in the year 294276.")
+        .raise()
     })
 }

@@ -50,18 +50,26 @@ fn raise_generator(e: GenError) -> ! {
 
 fn parts(id: i64) -> sf::Parts {
     sf::decompose(id).unwrap_or_else(|e| {
-        error(errors::INVALID_PARAMETER, format!("invalid snowflake id: {e}"))
-            .hint("Snowflake ids are non-negative bigints.")
-            .raise()
+        error(
+            errors::INVALID_PARAMETER,
+            format!("invalid snowflake id: {e}"),
+        )
+        .hint("Snowflake ids are non-negative bigints.")
+        .raise()
     })
 }
 
 fn checked_epoch(epoch_ms: i64) -> u64 {
     // Any epoch from 1970 until the last one whose ids still fit the timestamp range.
     if !(0..=i64::from(i32::MAX) * 1000).contains(&epoch_ms) {
-        error(errors::INVALID_PARAMETER, format!("epoch {epoch_ms} is out of range"))
-            .hint("Pass the epoch as Unix milliseconds between 0 and 2147483647000, e.g. 1288834974657.")
-            .raise();
+        error(
+            errors::INVALID_PARAMETER,
+            format!("epoch {epoch_ms} is out of range"),
+        )
+        .hint(
+            "Pass the epoch as Unix milliseconds between 0 and 2147483647000, e.g. 1288834974657.",
+        )
+        .raise();
     }
     epoch_ms as u64
 }
@@ -92,10 +100,16 @@ fn lowest_id(ts: TimestampWithTimeZone, epoch_ms: u64) -> i64 {
     let unix_ms = unix_ms_of(ts, "snowflake_from_timestamp");
     let millis = unix_ms - epoch_ms as i64;
     if !(0..=MAX_MILLIS as i64).contains(&millis) {
-        error(errors::DATETIME_OUT_OF_RANGE, "timestamp out of range for a snowflake id")
-            .detail(format!("Snowflake ids cover {epoch_ms} to {} ms since 1970.", epoch_ms + MAX_MILLIS))
-            .hint("Pass a timestamp at or after the epoch and less than about 69.7 years after it.")
-            .raise();
+        error(
+            errors::DATETIME_OUT_OF_RANGE,
+            "timestamp out of range for a snowflake id",
+        )
+        .detail(format!(
+            "Snowflake ids cover {epoch_ms} to {} ms since 1970.",
+            epoch_ms + MAX_MILLIS
+        ))
+        .hint("Pass a timestamp at or after the epoch and less than about 69.7 years after it.")
+        .raise();
     }
     sf::lowest_id_at(millis as u64).expect("range checked")
 }

@@ -33,9 +33,12 @@ fn uuid_v7() -> Uuid {
 fn unix_ms_for_v7(ts: TimestampWithTimeZone, what: &str) -> u64 {
     let ms = unix_ms_of(ts, what);
     if !(0..=uuid7::MAX_UNIX_MS as i64).contains(&ms) {
-        error(errors::DATETIME_OUT_OF_RANGE, format!("{what}: timestamp out of range for a UUID v7"))
-            .hint("UUID v7 holds Unix milliseconds from 1970 to the year 10889.")
-            .raise();
+        error(
+            errors::DATETIME_OUT_OF_RANGE,
+            format!("{what}: timestamp out of range for a UUID v7"),
+        )
+        .hint("UUID v7 holds Unix milliseconds from 1970 to the year 10889.")
+        .raise();
     }
     ms as u64
 }
@@ -89,11 +92,13 @@ fn uuid_extract_timestamp(id: Uuid) -> Option<TimestampWithTimeZone> {
         return Some(timestamp_of_unix_ms(ms));
     }
     uuid7::v1_timestamp_us(&bytes).map(|us| {
-        TimestampWithTimeZone::try_from(us - crate::sql::PG_EPOCH_OFFSET_US)
-            .unwrap_or_else(|_| {
-                error(errors::DATETIME_OUT_OF_RANGE, format!("{id}: its version 1 timestamp is out of range"))
-                    .hint("Version 1 UUIDs count 100 ns from 1582-10-15.")
-                    .raise()
-            })
+        TimestampWithTimeZone::try_from(us - crate::sql::PG_EPOCH_OFFSET_US).unwrap_or_else(|_| {
+            error(
+                errors::DATETIME_OUT_OF_RANGE,
+                format!("{id}: its version 1 timestamp is out of range"),
+            )
+            .hint("Version 1 UUIDs count 100 ns from 1582-10-15.")
+            .raise()
+        })
     })
 }
