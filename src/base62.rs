@@ -77,8 +77,8 @@ pub struct Alphabet {
 const NONE: u8 = u8::MAX;
 
 impl Alphabet {
-    pub fn new(text: &str) -> Result<Alphabet, Error> {
-        let bytes = text.as_bytes();
+    pub fn new(text: &[u8]) -> Result<Alphabet, Error> {
+        let bytes = text;
         if !text.is_ascii() {
             return Err(Error::BadAlphabet("it must be ASCII".into()));
         }
@@ -105,12 +105,7 @@ impl Alphabet {
 
     pub fn default_alphabet() -> &'static Alphabet {
         static DEFAULT: std::sync::OnceLock<Alphabet> = std::sync::OnceLock::new();
-        DEFAULT.get_or_init(|| Alphabet::new(DEFAULT_ALPHABET).expect("valid"))
-    }
-
-    /// Is this alphabet in ASCII order, so that fixed-width codes sort like their numbers?
-    pub fn is_ascii_ordered(&self) -> bool {
-        self.digits.windows(2).all(|w| w[0] < w[1])
+        DEFAULT.get_or_init(|| Alphabet::new(DEFAULT_ALPHABET.as_bytes()).expect("valid"))
     }
 
     fn value_of(&self, byte: u8) -> Option<u64> {
@@ -128,14 +123,9 @@ fn check_width(width: i64) -> Result<usize, Error> {
         .ok_or(Error::BadWidth(width))
 }
 
-/// Encodes into `out` (cleared first), padded with the alphabet's zero digit to `width` (see
+/// A 128-bit value (a UUID) as a code padded with the alphabet's zero digit to `width` (see
 /// `padded_len`).
-pub fn encode_u128_into(
-    mut n: u128,
-    width: i64,
-    alphabet: &Alphabet,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
+pub fn encode_u128(mut n: u128, width: i64, alphabet: &Alphabet) -> Result<String, Error> {
     let mut buf = [0u8; UUID_WIDTH];
     let mut i = buf.len();
     loop {
@@ -143,7 +133,7 @@ pub fn encode_u128_into(
         buf[i] = alphabet.digits[(n % 62) as usize];
         n /= 62;
         if n == 0 {
-            return pad_into(&buf[i..], width, alphabet, out);
+            return padded_string(&buf[i..], width, alphabet);
         }
     }
 }
@@ -185,27 +175,10 @@ impl Digits {
     }
 }
 
-/// Encodes a bigint into `out` (cleared first); see `encode_u128_into` for `width`.
-pub fn encode_into(
-    n: i64,
-    width: i64,
-    alphabet: &Alphabet,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    pad_into(Digits::of(n, alphabet)?.as_bytes(), width, alphabet, out)
-}
-
-fn pad_into(
-    digits: &[u8],
-    width: i64,
-    alphabet: &Alphabet,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    let len = padded_len(digits.len(), width)?;
-    out.clear();
-    out.resize(len, 0);
-    write_padded(digits, alphabet, out);
-    Ok(())
+fn padded_string(digits: &[u8], width: i64, alphabet: &Alphabet) -> Result<String, Error> {
+    let mut out = vec![0u8; padded_len(digits.len(), width)?];
+    write_padded(digits, alphabet, &mut out);
+    Ok(String::from_utf8(out).expect("alphabets are ASCII"))
 }
 
 /// The length of a code of `digits` digits at `width`: 0 means as many as needed; any other
@@ -225,10 +198,9 @@ fn write_padded(digits: &[u8], alphabet: &Alphabet, out: &mut [u8]) {
     out[pad..].copy_from_slice(digits);
 }
 
+/// A non-negative bigint as a code; see `padded_len` for `width`.
 pub fn encode(n: i64, width: i64, alphabet: &Alphabet) -> Result<String, Error> {
-    let mut out = Vec::with_capacity(BIGINT_WIDTH);
-    encode_into(n, width, alphabet, &mut out)?;
-    Ok(String::from_utf8(out).expect("alphabet is ASCII"))
+    padded_string(Digits::of(n, alphabet)?.as_bytes(), width, alphabet)
 }
 
 pub fn decode_u128(code: &str, alphabet: &Alphabet) -> Result<u128, Error> {
@@ -334,6 +306,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Is this alphabet in ASCII order, so that fixed-width codes sort like their numbers?
+    fn is_ascii_ordered(a: &Alphabet) -> bool {
+        a.digits.windows(2).all(|w| w[0] < w[1])
+    }
+
     /// Any 62 distinct printable ASCII characters, in any order.
     fn alphabets() -> impl Strategy<Value = String> {
         Just((33u8..127).collect::<Vec<u8>>())
@@ -344,7 +321,7 @@ mod tests {
     proptest! {
         #[test]
         fn round_trips_for_every_bigint_and_alphabet(n in 0..=i64::MAX, alpha in alphabets(), width in 0i64..=20) {
-            let a = Alphabet::new(&alpha).unwrap();
+            let a = Alphabet::new(alpha.as_bytes()).unwrap();
             match encode(n, width, &a) {
                 Ok(code) => {
                     prop_assert!(width == 0 || code.len() == width as usize);
@@ -365,11 +342,9 @@ mod tests {
         #[test]
         fn uuid_codes_round_trip_and_sort(a: u128, b: u128) {
             let alpha = Alphabet::default_alphabet();
-            let (mut ca, mut cb) = (Vec::new(), Vec::new());
-            encode_u128_into(a, 22, alpha, &mut ca).unwrap();
-            encode_u128_into(b, 22, alpha, &mut cb).unwrap();
+            let (ca, cb) = (encode_u128(a, 22, alpha).unwrap(), encode_u128(b, 22, alpha).unwrap());
             prop_assert_eq!(ca.len(), 22);
-            prop_assert_eq!(decode_u128(std::str::from_utf8(&ca).unwrap(), alpha).unwrap(), a);
+            prop_assert_eq!(decode_u128(&ca, alpha).unwrap(), a);
             prop_assert_eq!(ca.cmp(&cb), a.cmp(&b));
         }
 
@@ -439,25 +414,25 @@ mod tests {
                 width: 1
             })
         );
-        assert!(a.is_ascii_ordered());
+        assert!(is_ascii_ordered(a));
     }
 
     #[test]
     fn bad_alphabets_are_refused() {
-        assert!(matches!(Alphabet::new("abc"), Err(Error::BadAlphabet(_))));
+        assert!(matches!(Alphabet::new(b"abc"), Err(Error::BadAlphabet(_))));
         let dup = format!("{}0", &DEFAULT_ALPHABET[..61]);
         assert!(
-            matches!(Alphabet::new(&dup), Err(Error::BadAlphabet(why)) if why.contains("twice"))
+            matches!(Alphabet::new(dup.as_bytes()), Err(Error::BadAlphabet(why)) if why.contains("twice"))
         );
         let non_ascii = format!("{}é", &DEFAULT_ALPHABET[..60]);
         assert!(matches!(
-            Alphabet::new(&non_ascii),
+            Alphabet::new(non_ascii.as_bytes()),
             Err(Error::BadAlphabet(_))
         ));
         // The article's alphabet: a-z A-Z 0-9 — valid, but not in ASCII order.
         let article = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        let a = Alphabet::new(article).unwrap();
-        assert!(!a.is_ascii_ordered());
+        let a = Alphabet::new(article.as_bytes()).unwrap();
+        assert!(!is_ascii_ordered(&a));
         assert_eq!(encode(0, 0, &a).unwrap(), "a");
         assert_eq!(decode("ba", &a).unwrap(), 62);
     }

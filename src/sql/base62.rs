@@ -44,18 +44,20 @@ fn raise(e: base62::Error) -> ! {
 thread_local! {
     /// The last custom alphabet used in this backend, so that a query with one does not
     /// rebuild it for every row.
-    static CUSTOM: RefCell<Option<(String, Alphabet)>> = const { RefCell::new(None) };
+    static CUSTOM: RefCell<Option<(Vec<u8>, Alphabet)>> = const { RefCell::new(None) };
     static KEY: RefCell<Option<(Vec<u8>, Permutation)>> = const { RefCell::new(None) };
 }
 
-fn with_alphabet<T>(text: &str, f: impl FnOnce(&Alphabet) -> T) -> T {
-    if text == DEFAULT_ALPHABET {
+/// Runs `f` with the alphabet spelled by `text`: the default without any work beyond one
+/// comparison, a custom one validated once per backend until another is used.
+fn with_alphabet<T>(text: &[u8], f: impl FnOnce(&Alphabet) -> T) -> T {
+    if text == DEFAULT_ALPHABET.as_bytes() {
         return f(Alphabet::default_alphabet());
     }
     CUSTOM.with_borrow_mut(|cached| {
         if !matches!(cached, Some((t, _)) if t == text) {
             *cached = Some((
-                text.to_string(),
+                text.to_vec(),
                 Alphabet::new(text).unwrap_or_else(|e| raise(e)),
             ));
         }
@@ -64,7 +66,10 @@ fn with_alphabet<T>(text: &str, f: impl FnOnce(&Alphabet) -> T) -> T {
 }
 
 fn encode_with(n: i64, width: i32, alphabet: &str) -> String {
-    with_alphabet(alphabet, |a| base62::encode(n, i64::from(width), a)).unwrap_or_else(|e| raise(e))
+    with_alphabet(alphabet.as_bytes(), |a| {
+        base62::encode(n, i64::from(width), a)
+    })
+    .unwrap_or_else(|e| raise(e))
 }
 
 // base62_encode(n bigint, width integer DEFAULT 0, alphabet text DEFAULT '0-9A-Za-z'), written
@@ -124,13 +129,7 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(
             digits.write_padded(a, out);
             pg_sys::Datum::from(result)
         };
-        if alphabet == DEFAULT_ALPHABET.as_bytes() {
-            encode(Alphabet::default_alphabet())
-        } else {
-            let text = std::str::from_utf8(alphabet)
-                .unwrap_or_else(|_| raise(base62::Error::BadAlphabet("it must be ASCII".into())));
-            with_alphabet(text, encode)
-        }
+        with_alphabet(alphabet, encode)
     }
 }
 
@@ -142,7 +141,7 @@ fn base62_decode(
         "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
     ),
 ) -> i64 {
-    with_alphabet(alphabet, |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e))
+    with_alphabet(alphabet.as_bytes(), |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e))
 }
 
 /// A UUID as 22 base62 characters: compact for URLs, and in the same order as the UUIDs under
@@ -156,12 +155,10 @@ fn uuid_to_base62(
     ),
 ) -> String {
     let value = u128::from_be_bytes(*id.as_bytes());
-    let mut out = Vec::with_capacity(base62::UUID_WIDTH);
-    with_alphabet(alphabet, |a| {
-        base62::encode_u128_into(value, base62::UUID_WIDTH as i64, a, &mut out)
+    with_alphabet(alphabet.as_bytes(), |a| {
+        base62::encode_u128(value, base62::UUID_WIDTH as i64, a)
     })
-    .unwrap_or_else(|e| raise(e));
-    String::from_utf8(out).expect("alphabets are ASCII")
+    .unwrap_or_else(|e| raise(e))
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -172,8 +169,8 @@ fn base62_to_uuid(
         "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
     ),
 ) -> Uuid {
-    let value =
-        with_alphabet(alphabet, |a| base62::decode_u128(code, a)).unwrap_or_else(|e| raise(e));
+    let value = with_alphabet(alphabet.as_bytes(), |a| base62::decode_u128(code, a))
+        .unwrap_or_else(|e| raise(e));
     Uuid::from_bytes(value.to_be_bytes())
 }
 
@@ -216,6 +213,7 @@ fn base62_decode_keyed(
         "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
     ),
 ) -> i64 {
-    let hidden = with_alphabet(alphabet, |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e));
+    let hidden = with_alphabet(alphabet.as_bytes(), |a| base62::decode(code, a))
+        .unwrap_or_else(|e| raise(e));
     with_permutation(|p| p.unpermute(hidden)).unwrap_or_else(|e| raise(e))
 }
