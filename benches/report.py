@@ -48,8 +48,7 @@ def ratios(rows):
             return r[k] / b[k] if b[k] else float("inf") if r[k] else 1.0
 
         out[(r["strategy"], r["clients"])] = {
-            "index_bytes": rel("index_bytes"), "wal_bytes": rel("wal_bytes"),
-            "leaf_splits": rel("leaf_splits"), "rows_per_s": rel("rows_per_s"), "wal_fpi": rel("wal_fpi"),
+            "index_bytes": rel("index_bytes"), "wal_bytes": rel("wal_bytes"), "rows_per_s": rel("rows_per_s"),
         }
     return out
 

@@ -1,6 +1,6 @@
 //! idgen: Snowflake ids, time-ordered UUID v7 and base62 codes, generated inside PostgreSQL.
 //!
-//! The pure core (`snowflake`, `horizon`) knows nothing of Postgres and is tested with plain
+//! The pure core (`snowflake`, `horizon`, `uuid7`, `base62`) knows nothing of Postgres and is tested with plain
 //! `cargo test`; `settings`, `shared`, `clock`, `errors` and `sql` are the thin pgrx layer.
 
 pub mod base62;

@@ -79,10 +79,14 @@ pub fn register(preloading: bool) {
         Ok(ms) => EPOCH_MS.store(ms, Ordering::Relaxed),
         // In the postmaster this stops the server from starting: ids on a wrong epoch would
         // sort wrongly against every id already stored.
-        Err(why) => error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}"))
-            .hint("Set idgen.epoch to a past Unix time in milliseconds less than 2^41 ms ago, e.g. 1288834974657.")
-            .raise(),
+        Err(why) => invalid_epoch(why),
     }
+}
+
+fn invalid_epoch(why: String) -> ! {
+    error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}"))
+        .hint("Set idgen.epoch in postgresql.conf to a past Unix time in milliseconds, less than 2^41 ms (about 69.7 years) ago, e.g. 1288834974657.")
+        .raise()
 }
 
 fn parse_epoch(text: &str) -> Result<u64, String> {
@@ -101,16 +105,7 @@ pub fn epoch_ms() -> u64 {
                 return TWITTER_EPOCH_MS;
             }
             let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
-            parse_epoch(&text).unwrap_or_else(|why| {
-                error(
-                    errors::INVALID_PARAMETER,
-                    format!("invalid value for idgen.epoch: {why}"),
-                )
-                .hint(
-                    "Set idgen.epoch in postgresql.conf to Unix milliseconds, e.g. 1288834974657.",
-                )
-                .raise()
-            })
+            parse_epoch(&text).unwrap_or_else(|why| invalid_epoch(why))
         }
         ms => ms,
     }
