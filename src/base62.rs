@@ -77,16 +77,18 @@ pub struct Alphabet {
 const NONE: u8 = u8::MAX;
 
 impl Alphabet {
+    /// Validates without copying `text` anywhere: the length is checked first, so a huge
+    /// argument costs one comparison.
     pub fn new(text: &[u8]) -> Result<Alphabet, Error> {
         let bytes = text;
-        if !text.is_ascii() {
-            return Err(Error::BadAlphabet("it must be ASCII".into()));
-        }
         if bytes.len() != 62 {
             return Err(Error::BadAlphabet(format!(
-                "it has {} characters, not 62",
+                "it has {} bytes, not 62",
                 bytes.len()
             )));
+        }
+        if !text.is_ascii() {
+            return Err(Error::BadAlphabet("it must be ASCII".into()));
         }
         let mut digits = [0u8; 62];
         let mut values = [NONE; 128];
@@ -106,6 +108,11 @@ impl Alphabet {
     pub fn default_alphabet() -> &'static Alphabet {
         static DEFAULT: std::sync::OnceLock<Alphabet> = std::sync::OnceLock::new();
         DEFAULT.get_or_init(|| Alphabet::new(DEFAULT_ALPHABET.as_bytes()).expect("valid"))
+    }
+
+    /// The 62 characters, in digit order.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.digits
     }
 
     fn value_of(&self, byte: u8) -> Option<u64> {
@@ -244,11 +251,14 @@ pub struct Permutation {
 }
 
 impl Permutation {
-    /// Derives the 128-bit key from a passphrase.
-    pub fn from_passphrase(passphrase: &str) -> Permutation {
+    /// Derives the 128-bit key from a passphrase's bytes, exactly as stored: in a `SQL_ASCII`
+    /// or `LATIN1` database two keys that differ only in non-ASCII bytes are different keys.
+    /// (A UTF-8 passphrase hashes the same bytes as its `&str` did before 0.2.0, so codes
+    /// made under it do not change.)
+    pub fn from_key(key: &[u8]) -> Permutation {
         let half = |salt: u64| {
             let mut h = SipHasher24::new_with_keys(0x6964_6765_6e2d_6b65, salt);
-            h.write(passphrase.as_bytes());
+            h.write(key);
             h.finish()
         };
         Permutation {
@@ -350,7 +360,7 @@ mod tests {
 
         #[test]
         fn the_permutation_round_trips_and_stays_in_range(n in 0..=i64::MAX, key in ".{0,40}") {
-            let p = Permutation::from_passphrase(&key);
+            let p = Permutation::from_key(key.as_bytes());
             let m = p.permute(n).unwrap();
             prop_assert!(m >= 0);
             prop_assert_eq!(p.unpermute(m).unwrap(), n);
@@ -358,12 +368,30 @@ mod tests {
     }
 
     #[test]
+    fn the_key_is_hashed_as_bytes_and_utf8_keys_keep_their_codes() {
+        // Codes made by 0.1.0 (which hashed the key as a &str) under this UTF-8 key, from the
+        // SQL suite's expected output: existing databases must keep decoding them.
+        let p = Permutation::from_key("correct horse battery staple".as_bytes());
+        let codes: Vec<String> = (1..=3)
+            .map(|n| encode(p.permute(n).unwrap(), 11, Alphabet::default_alphabet()).unwrap())
+            .collect();
+        assert_eq!(codes, ["6IzK9jCkdg2", "1A79K7nnAk1", "9JpQw5aqrvC"]);
+        // LATIN1 "café" and "cafè": one byte apart, and not valid UTF-8. A lossy conversion
+        // turned both into "caf\u{fffd}" and so into one permutation.
+        let (e_acute, e_grave) = (
+            Permutation::from_key(b"caf\xe9"),
+            Permutation::from_key(b"caf\xe8"),
+        );
+        assert_ne!(e_acute.permute(1).unwrap(), e_grave.permute(1).unwrap());
+    }
+
+    #[test]
     fn the_permutation_is_a_bijection_on_a_window_and_depends_on_the_key() {
-        let p = Permutation::from_passphrase("k1");
+        let p = Permutation::from_key(b"k1");
         let images: std::collections::HashSet<i64> =
             (0..100_000).map(|n| p.permute(n).unwrap()).collect();
         assert_eq!(images.len(), 100_000, "no two inputs share an image");
-        let q = Permutation::from_passphrase("k2");
+        let q = Permutation::from_key(b"k2");
         assert_ne!(p.permute(1).unwrap(), q.permute(1).unwrap());
         // Consecutive inputs land far apart.
         let spread = (0..1000)

@@ -7,6 +7,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 pub use PgSqlErrorCode::{
     ERRCODE_DATA_CORRUPTED as DATA_CORRUPTED,
     ERRCODE_DATETIME_FIELD_OVERFLOW as DATETIME_OUT_OF_RANGE,
+    ERRCODE_INSUFFICIENT_PRIVILEGE as INSUFFICIENT_PRIVILEGE,
     ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER,
     ERRCODE_INVALID_TEXT_REPRESENTATION as INVALID_TEXT, ERRCODE_IO_ERROR as IO_ERROR,
     ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as NUMERIC_OUT_OF_RANGE,
@@ -18,6 +19,9 @@ pub use PgSqlErrorCode::{
 #[must_use]
 pub struct Error(ErrorReport);
 
+/// `#[track_caller]`, as is every helper that calls it: an error's LOCATION (`\set VERBOSITY
+/// verbose`, the server log) names the file and line of the function that raised it.
+#[track_caller]
 pub fn error(code: PgSqlErrorCode, message: impl Into<String>) -> Error {
     Error(ErrorReport::new(code, message.into(), "idgen"))
 }
@@ -39,6 +43,7 @@ impl Error {
 }
 
 /// Functions that need shared memory call this when idgen was not preloaded.
+#[track_caller]
 pub fn not_preloaded(what: &str) -> ! {
     error(NOT_IN_PREREQUISITE_STATE, format!("{what} needs idgen in shared_preload_libraries"))
         .detail("idgen keeps its generator state in shared memory, which exists only when the library is loaded at server start.")

@@ -3,10 +3,10 @@
 //! The pure core (`snowflake`, `horizon`, `uuid7`, `base62`) knows nothing of Postgres and is tested with plain
 //! `cargo test`; `settings`, `shared`, `clock`, `errors` and `sql` are the thin pgrx layer.
 
-pub mod base62;
-pub mod horizon;
-pub mod snowflake;
-pub mod uuid7;
+mod base62;
+mod horizon;
+mod snowflake;
+mod uuid7;
 
 mod clock;
 mod errors;

@@ -17,8 +17,12 @@ static EPOCH: GucSetting<Option<CString>> =
 /// stalling every writer.
 static MAX_CLOCK_WAIT: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
-/// The passphrase of base62_encode_keyed(). Superuser-only: ordinary roles can use the keyed
-/// functions but cannot SHOW the key.
+/// The passphrase of base62_encode_keyed(). Only in the server configuration (PGC_SIGHUP:
+/// postgresql.conf or ALTER SYSTEM, read by the postgres OS user and superusers alone), never in
+/// the catalogs: ALTER DATABASE/ROLE ... SET and a function's SET clause would store it in
+/// pg_db_role_setting, pg_roles.rolconfig or pg_proc.proconfig, which every role can read.
+/// SUPERUSER_ONLY keeps it from SHOW, current_setting() and pg_settings for other roles (as for
+/// every such setting, members of pg_read_all_settings may read it).
 static BASE62_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// The epoch in Unix ms, parsed and checked once in the postmaster; 0 until then.
@@ -45,8 +49,8 @@ pub fn register(preloading: bool) {
         c"Passphrase of the keyed base62 permutation (base62_encode_keyed / base62_decode_keyed).",
         c"Visible to superusers only. Hides volume; it is not encryption.",
         &BASE62_KEY,
-        GucContext::Suset,
-        GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
+        GucContext::Sighup,
+        GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
     );
     if !preloading {
         return;
@@ -69,13 +73,18 @@ pub fn register(preloading: bool) {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+    // Once every idgen.* setting is defined (it would drop their placeholders otherwise), as
+    // pg_stat_statements does: a misspelt line in postgresql.conf (idgen.worker_idd) is
+    // reported at start-up instead of silently doing nothing, and no session can invent
+    // idgen.* placeholders.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr()) };
     let text = EPOCH
         .get()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let epoch = parse_epoch(&text)
-        .and_then(|ms| snowflake::check_epoch(ms, crate::clock::now_unix_ms()).map(|()| ms));
-    match epoch {
+    // Syntax and range only. The clock is snowflake_next()'s business: a machine that boots
+    // with its clock before the epoch must still be able to start PostgreSQL.
+    match parse_epoch(&text).and_then(snowflake::check_epoch) {
         Ok(ms) => EPOCH_MS.store(ms, Ordering::Relaxed),
         // In the postmaster this stops the server from starting: ids on a wrong epoch would
         // sort wrongly against every id already stored.
@@ -83,9 +92,10 @@ pub fn register(preloading: bool) {
     }
 }
 
+#[track_caller]
 fn invalid_epoch(why: String) -> ! {
     error(errors::INVALID_PARAMETER, format!("invalid value for idgen.epoch: {why}"))
-        .hint("Set idgen.epoch in postgresql.conf to a past Unix time in milliseconds, less than 2^41 ms (about 69.7 years) ago, e.g. 1288834974657.")
+        .hint("Set idgen.epoch in postgresql.conf to a Unix time in milliseconds between 0 and 2147483647000, at most 2^41 ms (about 69.7 years) before now, e.g. 1288834974657.")
         .raise()
 }
 
@@ -97,6 +107,7 @@ fn parse_epoch(text: &str) -> Result<u64, String> {
 
 /// The epoch in Unix ms. When idgen is not preloaded, the decoding functions still honour an
 /// idgen.epoch written in postgresql.conf (Postgres keeps it as a placeholder).
+#[track_caller]
 pub fn epoch_ms() -> u64 {
     match EPOCH_MS.load(Ordering::Relaxed) {
         0 => {
@@ -116,6 +127,7 @@ pub fn worker_id_if_set() -> Option<u16> {
 }
 
 /// The worker id, or an error telling how to set it.
+#[track_caller]
 pub fn worker_id() -> u16 {
     match worker_id_if_set() {
         Some(id) => id,
@@ -130,14 +142,13 @@ pub fn max_clock_wait_ms() -> u64 {
     MAX_CLOCK_WAIT.get().max(0) as u64
 }
 
-/// The base62 passphrase as raw bytes (no copy), or None when unset or empty.
-pub fn base62_key() -> Option<&'static [u8]> {
+/// Runs `f` with the base62 passphrase's bytes (None when unset or empty), borrowed from the
+/// setting's own memory for the length of the call and no longer: a configuration reload
+/// frees that memory, and one can only happen between statements, never inside `f`.
+pub fn with_base62_key<T>(f: impl FnOnce(Option<&[u8]>) -> T) -> T {
     let raw = unsafe { *BASE62_KEY.as_ptr() };
-    if raw.is_null() {
-        return None;
-    }
-    // SAFETY: Postgres owns the string until the setting changes, which cannot happen while
-    // this backend is inside a function call that reads it.
-    let bytes = unsafe { CStr::from_ptr(raw) }.to_bytes();
-    (!bytes.is_empty()).then_some(bytes)
+    // SAFETY: non-null, it points at the NUL-terminated value Postgres keeps until the setting
+    // changes, which cannot happen during `f`.
+    let bytes = (!raw.is_null()).then(|| unsafe { CStr::from_ptr(raw) }.to_bytes());
+    f(bytes.filter(|b| !b.is_empty()))
 }

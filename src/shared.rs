@@ -40,6 +40,7 @@ pub fn init() {
 }
 
 /// The generator state, or the not-preloaded error naming `what`.
+#[track_caller]
 pub fn snowflake(what: &str) -> &'static SharedState {
     if !preloaded() {
         errors::not_preloaded(what);

@@ -104,21 +104,19 @@ pub fn lowest_id_at(millis: u64) -> Result<i64, LayoutError> {
     })
 }
 
-/// Checks an epoch against the clock: not in the future, and not so old that today's
-/// milliseconds no longer fit in 41 bits.
-pub fn check_epoch(epoch_unix_ms: u64, now_unix_ms: u64) -> Result<(), String> {
-    if epoch_unix_ms > now_unix_ms {
+/// The latest epoch accepted, in Unix ms (2038-01-19): every id under it still decodes to a
+/// PostgreSQL timestamp, and it is the bound the decoders' explicit-epoch forms accept too.
+pub(crate) const MAX_EPOCH_UNIX_MS: u64 = i32::MAX as u64 * 1000;
+
+/// Checks an epoch's range, not the clock: a clock before the epoch, or so far after it that
+/// the milliseconds overflow 41 bits, is reported by `next_id` when an id is asked for.
+pub(crate) fn check_epoch(epoch_unix_ms: u64) -> Result<u64, String> {
+    if epoch_unix_ms > MAX_EPOCH_UNIX_MS {
         return Err(format!(
-            "the epoch {epoch_unix_ms} is {} ms in the future",
-            epoch_unix_ms - now_unix_ms
+            "the epoch {epoch_unix_ms} is after {MAX_EPOCH_UNIX_MS} (2038-01-19), the latest accepted"
         ));
     }
-    if now_unix_ms - epoch_unix_ms > MAX_MILLIS {
-        return Err(format!(
-            "the epoch {epoch_unix_ms} is more than 2^41 ms (about 69.7 years) ago: ids would overflow"
-        ));
-    }
-    Ok(())
+    Ok(epoch_unix_ms)
 }
 
 // ---- the generator ------------------------------------------------------------------------
@@ -292,9 +290,10 @@ impl std::fmt::Display for GenError {
                 f,
                 "the system clock ({now_unix_ms} ms since 1970) is before idgen.epoch ({epoch_unix_ms})"
             ),
-            Self::Overflow { epoch_unix_ms, .. } => write!(
+            Self::Overflow { now_unix_ms, epoch_unix_ms } => write!(
                 f,
-                "41 bits of milliseconds since idgen.epoch ({epoch_unix_ms}) are used up"
+                "41 bits of milliseconds since idgen.epoch ({epoch_unix_ms}) are used up \
+                 at the system clock's {now_unix_ms} ms since 1970"
             ),
             Self::Horizon(e) => write!(f, "could not record the snowflake horizon: {e}"),
         }

@@ -1,6 +1,7 @@
 -- base62 codes.
 
-SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par
+SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par,
+       pg_get_function_arguments(p.oid) AS arguments
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
 WHERE proname LIKE '%base62%'
@@ -53,9 +54,17 @@ INSERT INTO links (url) VALUES ('https://example.com/a'), ('https://example.com/
 SELECT code, base62_decode(code) AS n, url FROM links ORDER BY code;
 DROP TABLE links;
 
--- Hiding volume: a keyed permutation. The key is superuser-only.
+-- Hiding volume: a keyed permutation. The key lives only in the server configuration
+-- (postgresql.conf or ALTER SYSTEM): every place other roles could read it from is refused.
 SELECT error_of('SELECT base62_encode_keyed(1)');
-SET idgen.base62_key = 'correct horse battery staple';
+SELECT error_of($$SET idgen.base62_key = 'correct horse battery staple'$$);
+SELECT error_of($$ALTER DATABASE idgen_regress SET idgen.base62_key = 'leaked'$$);
+SELECT error_of($$ALTER ROLE CURRENT_USER SET idgen.base62_key = 'leaked'$$);
+SELECT error_of($$CREATE FUNCTION leaky() RETURNS int LANGUAGE sql SET idgen.base62_key = 'leaked' AS 'SELECT 1'$$);
+ALTER SYSTEM SET idgen.base62_key = 'correct horse battery staple';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+-- The codes idgen 0.1.0 made under this key, unchanged.
 SELECT n, base62_encode_keyed(n) AS code, base62_decode_keyed(base62_encode_keyed(n)) AS back
 FROM generate_series(1, 3) n;
 SELECT bool_and(base62_decode_keyed(base62_encode_keyed(n)) = n) AS keyed_round_trip,
@@ -67,12 +76,18 @@ SET ROLE idgen_plain_user;
 SELECT error_of('SHOW idgen.base62_key');
 SELECT error_of($$SELECT current_setting('idgen.base62_key')$$);
 SELECT count(*) AS visible_in_pg_settings FROM pg_settings WHERE name = 'idgen.base62_key';
+SELECT count(*) AS in_catalogs FROM (
+  SELECT unnest(setconfig) AS s FROM pg_db_role_setting
+  UNION ALL SELECT unnest(rolconfig) FROM pg_roles
+  UNION ALL SELECT unnest(proconfig) FROM pg_proc) c
+WHERE s LIKE 'idgen.base62_key%';
 SELECT error_of($$SET idgen.base62_key = 'mine'$$);
 SELECT base62_decode_keyed(base62_encode_keyed(42)) AS plain_user_can_use_it;
 RESET ROLE;
 DROP OWNED BY idgen_plain_user;
 DROP ROLE idgen_plain_user;
-RESET idgen.base62_key;
+ALTER SYSTEM RESET idgen.base62_key;
+SELECT pg_reload_conf();
 
 -- Errors.
 SELECT error_of('SELECT base62_encode(-1)');

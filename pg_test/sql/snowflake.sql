@@ -1,7 +1,9 @@
 -- snowflake_next() and its decoders, on a cluster with idgen preloaded and idgen.worker_id = 1.
 
--- The volatility, strictness and parallel labels are part of the API.
-SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par
+-- The volatility, strictness and parallel labels, the arguments and their defaults are part of
+-- the API.
+SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par,
+       pg_get_function_arguments(p.oid) AS arguments
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
 WHERE proname LIKE 'snowflake%' OR proname = 'idgen_stats'

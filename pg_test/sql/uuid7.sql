@@ -1,6 +1,7 @@
 -- uuid_v7() and its companions, on a cluster with idgen preloaded.
 
-SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par
+SELECT p.oid::regprocedure AS function, provolatile AS vol, proisstrict AS strict, proparallel AS par,
+       pg_get_function_arguments(p.oid) AS arguments
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
 WHERE proname LIKE 'uuid%'

@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 use pgrx::Uuid;
 use std::cell::RefCell;
 
+#[track_caller]
 fn raise(e: base62::Error) -> ! {
     let code = match e {
         base62::Error::BadAlphabet(_) | base62::Error::BadWidth(_) => errors::INVALID_PARAMETER,
@@ -44,24 +45,23 @@ fn raise(e: base62::Error) -> ! {
 thread_local! {
     /// The last custom alphabet used in this backend, so that a query with one does not
     /// rebuild it for every row.
-    static CUSTOM: RefCell<Option<(Vec<u8>, Alphabet)>> = const { RefCell::new(None) };
+    static CUSTOM: RefCell<Option<Alphabet>> = const { RefCell::new(None) };
     static KEY: RefCell<Option<(Vec<u8>, Permutation)>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with the alphabet spelled by `text`: the default without any work beyond one
-/// comparison, a custom one validated once per backend until another is used.
+/// comparison, a custom one validated once per backend until another is used. Nothing of
+/// `text` is copied before it has passed validation (62 bytes), so an argument of any length
+/// costs no Rust allocation: a failed one would abort the backend and restart the server.
 fn with_alphabet<T>(text: &[u8], f: impl FnOnce(&Alphabet) -> T) -> T {
     if text == DEFAULT_ALPHABET.as_bytes() {
         return f(Alphabet::default_alphabet());
     }
     CUSTOM.with_borrow_mut(|cached| {
-        if !matches!(cached, Some((t, _)) if t == text) {
-            *cached = Some((
-                text.to_vec(),
-                Alphabet::new(text).unwrap_or_else(|e| raise(e)),
-            ));
+        if !matches!(cached, Some(a) if a.as_bytes() == text) {
+            *cached = Some(Alphabet::new(text).unwrap_or_else(|e| raise(e)));
         }
-        f(&cached.as_ref().expect("set above").1)
+        f(cached.as_ref().expect("set above"))
     })
 }
 
@@ -133,87 +133,92 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(
     }
 }
 
-#[pg_extern(immutable, strict, parallel_safe)]
-fn base62_decode(
-    code: &str,
-    alphabet: default!(
-        &str,
-        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
-    ),
-) -> i64 {
-    with_alphabet(alphabet.as_bytes(), |a| base62::decode(code, a)).unwrap_or_else(|e| raise(e))
-}
-
-/// A UUID as 22 base62 characters: compact for URLs, and in the same order as the UUIDs under
-/// COLLATE "C" with an ASCII-ordered alphabet.
-#[pg_extern(immutable, strict, parallel_safe)]
-fn uuid_to_base62(
-    id: Uuid,
-    alphabet: default!(
-        &str,
-        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
-    ),
-) -> String {
-    let value = u128::from_be_bytes(*id.as_bytes());
-    with_alphabet(alphabet.as_bytes(), |a| {
-        base62::encode_u128(value, base62::UUID_WIDTH as i64, a)
-    })
-    .unwrap_or_else(|e| raise(e))
-}
-
-#[pg_extern(immutable, strict, parallel_safe)]
-fn base62_to_uuid(
-    code: &str,
-    alphabet: default!(
-        &str,
-        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
-    ),
-) -> Uuid {
-    let value = with_alphabet(alphabet.as_bytes(), |a| base62::decode_u128(code, a))
-        .unwrap_or_else(|e| raise(e));
-    Uuid::from_bytes(value.to_be_bytes())
-}
-
 fn with_permutation<T>(f: impl FnOnce(&Permutation) -> T) -> T {
-    let Some(key) = settings::base62_key() else {
-        error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.base62_key is not set")
-            .hint("A superuser sets it, e.g. ALTER DATABASE mydb SET idgen.base62_key = '<a long random passphrase>'; ordinary roles can use the keyed functions but cannot read the key.")
-            .raise()
-    };
-    KEY.with_borrow_mut(|cached| {
-        if !matches!(cached, Some((k, _)) if k.as_slice() == key) {
-            let passphrase = String::from_utf8_lossy(key);
-            *cached = Some((key.to_vec(), Permutation::from_passphrase(&passphrase)));
-        }
-        f(&cached.as_ref().expect("set above").1)
+    settings::with_base62_key(|key| {
+        let Some(key) = key else {
+            error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.base62_key is not set")
+                .detail("The keyed base62 functions need a key in the server configuration (postgresql.conf or ALTER SYSTEM); it cannot be set per database, role, session or function, where other roles could read it.")
+                .hint("As a superuser: ALTER SYSTEM SET idgen.base62_key = '<a long random passphrase>'; SELECT pg_reload_conf(); and remove any ALTER DATABASE/ROLE ... SET idgen.base62_key left from idgen 0.1.0.")
+                .raise()
+        };
+        KEY.with_borrow_mut(|cached| {
+            if !matches!(cached, Some((k, _)) if k.as_slice() == key) {
+                *cached = Some((key.to_vec(), Permutation::from_key(key)));
+            }
+            f(&cached.as_ref().expect("set above").1)
+        })
     })
 }
 
-/// Like base62_encode(), after a keyed permutation of the number: consecutive counter values
-/// give unrelated-looking codes, and base62_decode_keyed() with the same key gives the number
-/// back. Hides how many records exist; it is not encryption.
-#[pg_extern(stable, strict, parallel_safe)]
-fn base62_encode_keyed(
-    n: i64,
-    width: default!(i32, 11),
-    alphabet: default!(
-        &str,
-        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
-    ),
-) -> String {
-    let hidden = with_permutation(|p| p.permute(n)).unwrap_or_else(|e| raise(e));
-    encode_with(hidden, width, alphabet)
+/// `sql` is `text` in single quotes.
+const fn is_quoted(sql: &str, text: &str) -> bool {
+    let (sql, text) = (sql.as_bytes(), text.as_bytes());
+    if sql.len() != text.len() + 2 || sql[0] != b'\'' || sql[sql.len() - 1] != b'\'' {
+        return false;
+    }
+    let mut i = 0;
+    while i < text.len() {
+        if sql[i + 1] != text[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
-#[pg_extern(stable, strict, parallel_safe)]
-fn base62_decode_keyed(
-    code: &str,
-    alphabet: default!(
-        &str,
-        "'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'"
-    ),
-) -> i64 {
-    let hidden = with_alphabet(alphabet.as_bytes(), |a| base62::decode(code, a))
-        .unwrap_or_else(|e| raise(e));
-    with_permutation(|p| p.unpermute(hidden)).unwrap_or_else(|e| raise(e))
+/// Declares every pgrx function that takes an alphabet, with `$alphabet` as the SQL default:
+/// the default alphabet is written once below, and the compiler checks it against the core's
+/// `DEFAULT_ALPHABET` (pgrx's `default!` takes only a literal token, hence the macro).
+/// base62_encode's hand-written SQL above repeats it once; the SQL suite checks every
+/// function's arguments and defaults.
+macro_rules! base62_functions {
+    ($alphabet:tt) => {
+        const _: () = assert!(is_quoted($alphabet, DEFAULT_ALPHABET));
+
+        #[pg_extern(immutable, strict, parallel_safe)]
+        fn base62_decode(code: &str, alphabet: default!(&str, $alphabet)) -> i64 {
+            with_alphabet(alphabet.as_bytes(), |a| base62::decode(code, a))
+                .unwrap_or_else(|e| raise(e))
+        }
+
+        /// A UUID as 22 base62 characters: compact for URLs, and in the same order as the UUIDs
+        /// under COLLATE "C" with an ASCII-ordered alphabet.
+        #[pg_extern(immutable, strict, parallel_safe)]
+        fn uuid_to_base62(id: Uuid, alphabet: default!(&str, $alphabet)) -> String {
+            let value = u128::from_be_bytes(*id.as_bytes());
+            with_alphabet(alphabet.as_bytes(), |a| {
+                base62::encode_u128(value, base62::UUID_WIDTH as i64, a)
+            })
+            .unwrap_or_else(|e| raise(e))
+        }
+
+        #[pg_extern(immutable, strict, parallel_safe)]
+        fn base62_to_uuid(code: &str, alphabet: default!(&str, $alphabet)) -> Uuid {
+            let value = with_alphabet(alphabet.as_bytes(), |a| base62::decode_u128(code, a))
+                .unwrap_or_else(|e| raise(e));
+            Uuid::from_bytes(value.to_be_bytes())
+        }
+
+        /// Like base62_encode(), after a keyed permutation of the number: consecutive counter
+        /// values give unrelated-looking codes, and base62_decode_keyed() with the same key gives
+        /// the number back. Hides how many records exist; it is not encryption.
+        #[pg_extern(stable, strict, parallel_safe)]
+        fn base62_encode_keyed(
+            n: i64,
+            width: default!(i32, 11),
+            alphabet: default!(&str, $alphabet),
+        ) -> String {
+            let hidden = with_permutation(|p| p.permute(n)).unwrap_or_else(|e| raise(e));
+            encode_with(hidden, width, alphabet)
+        }
+
+        #[pg_extern(stable, strict, parallel_safe)]
+        fn base62_decode_keyed(code: &str, alphabet: default!(&str, $alphabet)) -> i64 {
+            let hidden = with_alphabet(alphabet.as_bytes(), |a| base62::decode(code, a))
+                .unwrap_or_else(|e| raise(e));
+            with_permutation(|p| p.unpermute(hidden)).unwrap_or_else(|e| raise(e))
+        }
+    };
 }
+
+base62_functions!("'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'");

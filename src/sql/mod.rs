@@ -13,6 +13,7 @@ use pgrx::pg_sys;
 pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
 /// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity.
+#[track_caller]
 pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
     if !ts.is_finite() {
         error(

@@ -25,6 +25,7 @@ fn snowflake_next() -> i64 {
     sf::next_id(state, &config, &mut clock::Backend).unwrap_or_else(|e| raise_generator(e))
 }
 
+#[track_caller]
 fn raise_generator(e: GenError) -> ! {
     let message = e.to_string();
     match e {
@@ -48,6 +49,7 @@ fn raise_generator(e: GenError) -> ! {
     }
 }
 
+#[track_caller]
 fn parts(id: i64) -> sf::Parts {
     sf::decompose(id).unwrap_or_else(|e| {
         error(
@@ -59,9 +61,10 @@ fn parts(id: i64) -> sf::Parts {
     })
 }
 
+#[track_caller]
 fn checked_epoch(epoch_ms: i64) -> u64 {
     // Any epoch from 1970 until the last one whose ids still fit the timestamp range.
-    if !(0..=i64::from(i32::MAX) * 1000).contains(&epoch_ms) {
+    if !(0..=sf::MAX_EPOCH_UNIX_MS as i64).contains(&epoch_ms) {
         error(
             errors::INVALID_PARAMETER,
             format!("epoch {epoch_ms} is out of range"),
@@ -96,6 +99,7 @@ fn snowflake_sequence(id: i64) -> i32 {
     i32::from(parts(id).sequence)
 }
 
+#[track_caller]
 fn lowest_id(ts: TimestampWithTimeZone, epoch_ms: u64) -> i64 {
     let unix_ms = unix_ms_of(ts, "snowflake_from_timestamp");
     let millis = unix_ms - epoch_ms as i64;
@@ -127,7 +131,8 @@ fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
     lowest_id(ts, settings::epoch_ms())
 }
 
-/// The generator's counters since the server started.
+/// The generator's counters since the server started. How many ids a server issues is activity
+/// data: like pg_stat_statements' figures, they are for superusers and members of pg_monitor.
 #[pg_extern(volatile, parallel_safe)]
 #[allow(clippy::type_complexity)]
 fn idgen_stats() -> TableIterator<
@@ -142,6 +147,18 @@ fn idgen_stats() -> TableIterator<
         name!(horizon, Option<TimestampWithTimeZone>),
     ),
 > {
+    let may_read = unsafe {
+        pg_sys::has_privs_of_role(
+            pg_sys::GetUserId(),
+            pg_sys::Oid::from(pg_sys::ROLE_PG_MONITOR),
+        )
+    };
+    if !may_read {
+        error(errors::INSUFFICIENT_PRIVILEGE, "permission denied for function idgen_stats")
+            .detail("idgen_stats() shows how many ids this server has issued: activity data, for superusers and members of pg_monitor only.")
+            .hint("A superuser can GRANT pg_monitor TO the role that needs it.")
+            .raise();
+    }
     let stats = shared::snowflake("idgen_stats()").stats();
     let epoch = settings::epoch_ms();
     let worker = settings::worker_id_if_set().map(i32::from);

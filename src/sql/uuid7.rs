@@ -30,6 +30,7 @@ fn uuid_v7() -> Uuid {
     next_v7()
 }
 
+#[track_caller]
 fn unix_ms_for_v7(ts: TimestampWithTimeZone, what: &str) -> u64 {
     let ms = unix_ms_of(ts, what);
     if !(0..=uuid7::MAX_UNIX_MS as i64).contains(&ms) {
