@@ -8,10 +8,11 @@
 run:
 	bash benches/main
 
-## Every test: core, in-Postgres, SQL-level and server scenarios.
+## Every test: core (cargo test), in-Postgres (cargo pgrx test), then the pytest harness: the
+## SQL-level suite (pg_regress), server scenarios, the study.
 test:
 	bash pg_test/run
 
 ## Stop the throwaway clusters that `make run` and `make test` started.
 stop:
-	bash -c 'source pg_test/cluster.sh && for c in main test plain; do stop_cluster $$c; done'
+	bash -c 'source pg_test/install.sh && postgres_tree && py pg_test/cluster.py stop "$$(cluster_base)/main"'

@@ -44,7 +44,7 @@ def ratios(rows):
         if not b:
             continue
 
-        def rel(k):
+        def rel(k, r=r, b=b):
             return r[k] / b[k] if b[k] else float("inf") if r[k] else 1.0
 
         out[(r["strategy"], r["clients"])] = {
@@ -137,7 +137,8 @@ def markdown(rows, meta):
         out += [
             f"## {c} client{'s' if c > 1 else ''}",
             "",
-            "| strategy | rows/s | leaf splits | avg leaf density | leaf fragmentation | index MB | WAL MB | full-page images | checkpoints | index × | WAL × | speed × |",
+            "| strategy | rows/s | leaf splits | avg leaf density | leaf fragmentation | index MB | WAL MB "
+            "| full-page images | checkpoints | index × | WAL × | speed × |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in [r for r in rows if r["clients"] == c]:
@@ -145,7 +146,8 @@ def markdown(rows, meta):
             out.append(
                 f"| {r['strategy']} | {r['rows_per_s']:,.0f} | {r['leaf_splits']:,} | {r['avg_leaf_density']:.1f} % "
                 f"| {r['leaf_fragmentation']:.1f} % | {_mb(r['index_bytes']):.1f} | {_mb(r['wal_bytes']):.1f} "
-                f"| {r['wal_fpi']:,} | {r['checkpoints']} | {x.get('index_bytes', float('nan')):.2f} | {x.get('wal_bytes', float('nan')):.2f} "
+                f"| {r['wal_fpi']:,} | {r['checkpoints']} | {x.get('index_bytes', float('nan')):.2f} "
+                f"| {x.get('wal_bytes', float('nan')):.2f} "
                 f"| {x.get('rows_per_s', float('nan')):.2f} |"
             )
         out.append("")
@@ -197,7 +199,7 @@ def chart(rows, path):
     ]
     fig, axes = plt.subplots(2, 2, figsize=(13, 8))
     width = 0.8 / max(len(clients), 1)
-    for ax, (key, title, f) in zip(axes.flat, panels):
+    for ax, (key, title, f) in zip(axes.flat, panels, strict=False):
         for i, c in enumerate(clients):
             xs = [j + (i - (len(clients) - 1) / 2) * width for j in range(len(strategies))]
             ys = [f(by[(s, c)][key]) if (s, c) in by else 0 for s in strategies]

@@ -34,7 +34,7 @@ class Strategy:
     @property
     def insert_sql(self):
         with open(self.script) as f:
-            return "\n".join(l for l in f.read().splitlines() if l.strip() and not l.startswith("--"))
+            return "\n".join(s for s in f.read().splitlines() if s.strip() and not s.startswith("--"))
 
 
 def load_strategies(names=None):

@@ -1,0 +1,272 @@
+"""Throwaway PostgreSQL servers for idgen's tests and benchmarks, on testgres.
+
+One module for both: the test harness (pg_test/conftest.py) makes its clusters here, and
+`make run` (benches/main) starts its study cluster with this file's command line. A `Cluster` is
+a testgres node with what idgen's scenarios need on top: idgen preloaded with a worker id, a
+clock that can be shifted while the server runs (libfaketime), errors read back with their
+SQLSTATE and HINT, and pgbench and pg_regress pointed at it.
+
+Runs as the postgres user (Postgres refuses root); pg_test/install.sh arranges that.
+
+    python3 pg_test/cluster.py up DIR --port 54329 --conf "shared_buffers = '512MB'"
+    python3 pg_test/cluster.py stop DIR
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psycopg2
+import testgres
+
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def pg_bin():
+    """The server's bin directory: $PG_BIN, else Debian's PostgreSQL 15."""
+    return os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+
+
+def pg_config(flag):
+    return subprocess.run([os.path.join(pg_bin(), "pg_config"), flag], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def server_major():
+    """15, 16, 18, ...: the major version of the server in pg_bin()."""
+    return int(pg_config("--version").split()[1].split(".")[0])
+
+
+class FakeClock:
+    """A clock offset for one server, re-read by libfaketime on every clock call: write "-5s"
+    and the running server's clock is five seconds behind from its next reading on."""
+
+    def __init__(self, path):
+        self.path = path
+        self.set("+0")
+
+    def set(self, offset):
+        with open(self.path, "w") as f:
+            f.write(offset + "\n")
+
+    def env(self):
+        return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": self.path,
+                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+class SqlError(Exception):
+    pass
+
+
+class Cluster:
+    """One server in base_dir (data in base_dir/data, its log in base_dir/logs)."""
+
+    def __init__(self, base_dir, port=None, preload=True, worker_id=1, conf=(), fsync=False):
+        self.base_dir = base_dir
+        # A short socket directory: a Unix socket's path must stay under 108 bytes.
+        self.socket_dir = tempfile.mkdtemp(prefix="idgen-s-")
+        os.chmod(self.socket_dir, 0o755)
+        self.node = testgres.PostgresNode(name=os.path.basename(base_dir), base_dir=base_dir,
+                                          port=port, bin_dir=pg_bin())
+        self.clock = None
+        self._preload = preload
+        self._worker_id = worker_id
+        self._conf = list(conf)
+        self._fsync = fsync
+
+    # ---- life cycle ---------------------------------------------------------------------
+
+    def init(self):
+        """initdb with ICU "en" as the default collation, as most real databases have (the study
+        shows what a linguistic collation does to unpadded base62 codes)."""
+        self.node.init(initdb_params=["-E", "UTF8", "--locale=C.UTF-8", "--locale-provider=icu",
+                                      "--icu-locale=en", "--auth=trust"],
+                       fsync=self._fsync, log_statement="none")
+        lines = [f"unix_socket_directories = '{self.socket_dir}'", "listen_addresses = '127.0.0.1'",
+                 "max_connections = 40", "log_min_messages = warning"]
+        if self._preload:
+            lines.append("shared_preload_libraries = 'idgen'")
+            if self._worker_id is not None:
+                lines.append(f"idgen.worker_id = {self._worker_id}")
+        self.append_conf(*lines, *self._conf)
+        return self
+
+    def append_conf(self, *lines):
+        for line in lines:
+            self.node.append_conf(line=line)
+        return self
+
+    def with_fake_clock(self):
+        """Every later start runs under a clock that `self.clock.set()` shifts."""
+        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"))
+        return self
+
+    def start(self, limit_address_space=None):
+        """Starts and waits; limit_address_space (bytes) caps each server process's virtual
+        memory (RLIMIT_AS, inherited by every backend)."""
+        env = self.clock.env() if self.clock else None
+        if limit_address_space is None:
+            self.node.start(exec_env=env)
+            return self
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (limit_address_space, hard))
+        try:
+            self.node.start(exec_env=env)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        return self
+
+    def try_start(self):
+        """Starts; returns False (the server refused to start) instead of raising."""
+        try:
+            self.start()
+            return True
+        except testgres.StartNodeException:
+            return False
+
+    def stop(self, mode="fast"):
+        if self.running():
+            self.node.stop(params=["-m", mode])
+        return self
+
+    def running(self):
+        return self.node.status() == testgres.NodeStatus.Running
+
+    def cleanup(self):
+        try:
+            self.stop("immediate")
+        finally:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    @property
+    def data_dir(self):
+        return self.node.data_dir
+
+    def log(self):
+        with open(self.node.pg_log_file, errors="replace") as f:
+            return f.read()
+
+    # ---- talking to it ------------------------------------------------------------------
+
+    @property
+    def port(self):
+        return self.node.port
+
+    def env(self, db="postgres", user="postgres"):
+        """The libpq environment for this server."""
+        return {"PGHOST": self.socket_dir, "PGPORT": str(self.port), "PGUSER": user,
+                "PGDATABASE": db}
+
+    def connect(self, db="postgres", user="postgres", **kwargs):
+        conn = psycopg2.connect(host=self.socket_dir, port=self.port, user=user, dbname=db, **kwargs)
+        conn.autocommit = True
+        return conn
+
+    def q(self, *statements, db="postgres", user="postgres"):
+        """Runs the statements in one session; the rows of the last one (None if it returns none)."""
+        conn = self.connect(db, user)
+        try:
+            with conn.cursor() as cur:
+                for sql in statements:
+                    cur.execute(sql)
+                return cur.fetchall() if cur.description else None
+        finally:
+            conn.close()
+
+    def one(self, *statements, db="postgres", user="postgres"):
+        """The single value the last statement returns."""
+        rows = self.q(*statements, db=db, user=user)
+        assert rows is not None and len(rows) == 1 and len(rows[0]) == 1, rows
+        return rows[0][0]
+
+    def error(self, *statements, db="postgres", user="postgres"):
+        """The error the last statement raises: a psycopg2 error with .pgcode and .diag
+        (message_hint, source_file, ...), or SqlError if it raised none."""
+        try:
+            self.q(*statements, db=db, user=user)
+        except psycopg2.Error as e:
+            return e
+        raise SqlError(f"no error from: {statements[-1]}")
+
+    def wait_for_connections(self, timeout=60):
+        """Waits until the server accepts connections (after a crash, during recovery)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.one("SELECT 1")
+            except psycopg2.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def kill_backend(self, pid):
+        """SIGKILL one backend: the postmaster then resets shared memory and runs crash
+        recovery, as after any backend crash."""
+        os.kill(pid, signal.SIGKILL)
+
+    def pgbench(self, *args, db="postgres"):
+        """Runs pgbench against this server; returns its output; raises on failure."""
+        cmd = [os.path.join(pg_bin(), "pgbench"), "-h", self.socket_dir, "-p", str(self.port),
+               "-U", "postgres", *args, db]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SqlError(f"pgbench failed ({done.returncode}): {done.stderr}{done.stdout}")
+        return done.stdout + done.stderr
+
+    def pg_regress(self, inputdir, outputdir, tests, db="idgen_regress"):
+        """Runs pg_regress against this running server; returns (passed, output)."""
+        self.q(f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
+        regress = os.path.join(pg_config("--pkglibdir"), "pgxs/src/test/regress/pg_regress")
+        os.makedirs(outputdir, exist_ok=True)
+        cmd = [regress, "--use-existing", f"--host={self.socket_dir}", f"--port={self.port}",
+               "--user=postgres", f"--dbname={db}", f"--inputdir={inputdir}",
+               f"--outputdir={outputdir}", f"--bindir={pg_bin()}", *tests]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        output = done.stdout + done.stderr
+        diffs = os.path.join(outputdir, "regression.diffs")
+        if done.returncode != 0 and os.path.exists(diffs):
+            with open(diffs) as f:
+                output += f.read()[:20000]
+        return done.returncode == 0, output
+
+
+# ---- command line, for `make run` ---------------------------------------------------------
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Start or stop a throwaway idgen cluster.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="a fresh cluster in DIR (anything there is removed), started")
+    up.add_argument("dir")
+    up.add_argument("--port", type=int, required=True)
+    up.add_argument("--worker-id", type=int, default=1)
+    up.add_argument("--conf", action="append", default=[], help="a postgresql.conf line (repeatable)")
+    stop = sub.add_parser("stop", help="stop the cluster in DIR, if it runs")
+    stop.add_argument("dir")
+    args = ap.parse_args(argv)
+
+    if args.command == "stop":
+        data = os.path.join(args.dir, "data")
+        if os.path.exists(os.path.join(data, "postmaster.pid")):
+            subprocess.run([os.path.join(pg_bin(), "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"],
+                           check=False, capture_output=True)
+        return 0
+    main(["stop", args.dir])
+    shutil.rmtree(args.dir, ignore_errors=True)
+    # fsync on: the study measures WAL and checkpoints as a real server writes them.
+    c = Cluster(args.dir, port=args.port, worker_id=args.worker_id, conf=args.conf, fsync=True)
+    c.init().start()
+    # The shell sources this: the libpq environment of the new server.
+    for k, v in c.env().items():
+        print(f"export {k}={v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

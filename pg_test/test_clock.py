@@ -1,0 +1,77 @@
+"""The clock and the durable horizon on a live server: libfaketime shifts the server's clock
+while it runs, and restarts and crashes happen with the clock set back."""
+
+import os
+import re
+import subprocess
+import time
+
+import cluster
+from conftest import sqlstate_and_hint
+
+
+def test_clock_steps_back_while_running(cluster_factory):
+    c = cluster_factory("clock", fake_clock=True)
+    c.q("CREATE EXTENSION idgen")
+    before = c.one("SELECT max(snowflake_next()) FROM generate_series(1, 10)")
+
+    c.clock.set("-0.5s")  # within idgen.max_clock_wait (1 s): waits, then a higher id
+    assert c.one(f"SELECT snowflake_next() > {before}") is True
+    assert c.q("SELECT clock_regressions, max_regression_ms BETWEEN 300 AND 500 FROM idgen_stats()") \
+        == [(1, True)]
+
+    uuid_before = c.one("SELECT uuid_v7()::text")
+    c.clock.set("-5s")
+    # uuid_v7() neither waits nor goes backwards
+    assert c.q(f"SELECT uuid_v7() > '{uuid_before}',"
+               f" uuid_v7_timestamp(uuid_v7()) >= uuid_v7_timestamp('{uuid_before}')") == [(True, True)]
+    # snowflake_next(): SQLSTATE 58000 with a HINT, nothing issued
+    e = c.error("SELECT snowflake_next()")
+    assert re.match(r"58000: the system clock is \d+ ms behind .*\nHINT: Check the system clock",
+                    sqlstate_and_hint(e)), e
+    # statement_timeout interrupts a long clock wait
+    e = c.error("SET idgen.max_clock_wait = '1h'", "SET statement_timeout = '300ms'", "SELECT snowflake_next()")
+    assert e.pgcode == "57014" and "statement timeout" in str(e)
+
+
+def test_clean_restart_with_the_clock_back_refuses_then_resumes_above(cluster_factory):
+    c = cluster_factory("restart", fake_clock=True)
+    c.q("CREATE EXTENSION idgen")
+    last = c.one("SELECT snowflake_next()")
+    last_ms = c.one(f"SELECT (extract(epoch FROM snowflake_timestamp({last})) * 1000)::bigint")
+    c.stop()
+    with open(f"{c.data_dir}/idgen_horizon") as f:
+        # a clean shutdown records the exact last millisecond issued
+        assert f.read().strip() == f"idgen-horizon-v1 {last_ms}"
+    c.clock.set("-5s")
+    c.start()
+    assert c.error("SELECT snowflake_next()").pgcode == "58000"
+    # given a long enough wait, it resumes above the last id
+    assert c.one("SET idgen.max_clock_wait = '10s'", f"SELECT snowflake_next() > {last}") is True
+
+
+def test_crash_recovery_with_the_clock_back_refuses_then_resumes_above(cluster_factory):
+    c = cluster_factory("crash", fake_clock=True)
+    c.q("CREATE EXTENSION idgen")
+    last = c.one("SELECT snowflake_next()")
+    victim = subprocess.Popen([os.path.join(cluster.pg_bin(), "psql"), "-X", "-h", c.socket_dir,
+                               "-p", str(c.port), "-U", "postgres",
+                               "-c", "SET application_name = 'victim'", "-c", "SELECT pg_sleep(60)"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            pid = c.q("SELECT pid FROM pg_stat_activity WHERE application_name = 'victim'")
+            if pid:
+                break
+            time.sleep(0.1)
+        assert pid, "the victim backend never appeared"
+        c.clock.set("-5s")
+        c.kill_backend(pid[0][0])
+        time.sleep(1)
+        c.wait_for_connections()
+    finally:
+        victim.wait(timeout=30)
+    assert "terminated by signal 9" in c.log()
+    assert c.error("SELECT snowflake_next()").pgcode == "58000"
+    # given a long enough wait, it resumes above every id issued before the crash
+    assert c.one("SET idgen.max_clock_wait = '10s'", f"SELECT snowflake_next() > {last}") is True

@@ -1,0 +1,26 @@
+"""The SQL-level suite: pg_regress over pg_test/sql against the expected pg_test/expected, the
+convention pgrx and PGXS follow, driven from here on three kinds of server."""
+
+from conftest import HERE
+
+
+def regress(c, tmp_path, *tests):
+    ok, output = c.pg_regress(HERE, str(tmp_path / "regress"), ["setup", *tests])
+    assert ok, output
+
+
+def test_preloaded_suite(cluster_factory, tmp_path):
+    """snowflake, uuid7 and base62 on a server with idgen preloaded and worker id 1."""
+    c = cluster_factory("preloaded", conf=["max_parallel_workers_per_gather = 2"])
+    regress(c, tmp_path, "snowflake", "uuid7", "base62")
+
+
+def test_not_preloaded_suite(cluster_factory, tmp_path):
+    """CREATE EXTENSION without preload: the shared-memory functions raise 55000 with a HINT,
+    everything else works."""
+    regress(cluster_factory("plain", preload=False), tmp_path, "not_preloaded")
+
+
+def test_worker_unset_suite(cluster_factory, tmp_path):
+    """Preloaded without idgen.worker_id: snowflake_next() refuses and names the setting."""
+    regress(cluster_factory("unset", worker_id=None), tmp_path, "worker_unset")

@@ -1,0 +1,52 @@
+"""The fragmentation study (benches/run) end to end at a tiny scale, and its errors."""
+
+import os
+import subprocess
+
+import pytest
+import report
+from conftest import ROOT
+
+BENCH = os.path.join(ROOT, "benches", "run")
+STRATEGIES = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "base62_padded", "base62_text"]
+
+
+def run_study(c, *args, user="postgres", env=None):
+    e = {**os.environ, **c.env(db="postgres", user=user), **(env or {})}
+    done = subprocess.run([BENCH, *args], capture_output=True, text=True, env=e)
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def study_server(module_factory):
+    return module_factory("study")
+
+
+def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path):
+    out = tmp_path / "study"
+    rc, log = run_study(study_server, "--rows", "30000", "--clients", "1,2", "--checkpoints", "1", "--out", str(out))
+    assert rc == 0, log
+    for name in ("results.csv", "report.md", "study.png"):
+        assert (out / name).stat().st_size > 0
+    rows = report.read_csv(str(out / "results.csv"))
+    assert len(rows) == 12
+    # every strategy, splits = leaf pages - 1, uuid_v4 sparser, larger, more full-page images
+    assert report.sanity(rows, STRATEGIES, [1, 2]) == []
+
+
+def test_the_study_refuses_a_role_that_is_not_a_superuser(study_server, tmp_path):
+    study_server.q("DROP ROLE IF EXISTS idgen_bench_user", "CREATE ROLE idgen_bench_user LOGIN")
+    rc, log = run_study(study_server, "--rows", "10", "--out", str(tmp_path), user="idgen_bench_user")
+    assert rc == 2 and "error: the study needs a superuser" in log, log
+
+
+def test_the_study_names_an_unreachable_server(study_server, tmp_path):
+    rc, log = run_study(study_server, "--rows", "10", "--out", str(tmp_path), env={"PGPORT": "1"})
+    assert rc == 2 and "error: cannot reach the server" in log, log
+
+
+def test_the_study_refuses_a_server_without_idgen_preloaded(cluster_factory, tmp_path):
+    c = cluster_factory("plain", preload=False)
+    rc, log = run_study(c, "--rows", "10", "--out", str(tmp_path))
+    assert rc == 2, log
+    assert "idgen is not in shared_preload_libraries" in log and "HINT: ALTER SYSTEM" in log, log
