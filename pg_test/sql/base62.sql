@@ -63,7 +63,7 @@ SELECT error_of($$ALTER ROLE CURRENT_USER SET idgen.base62_key = 'leaked'$$);
 SELECT error_of($$CREATE FUNCTION leaky() RETURNS int LANGUAGE sql SET idgen.base62_key = 'leaked' AS 'SELECT 1'$$);
 ALTER SYSTEM SET idgen.base62_key = 'correct horse battery staple';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.5);
+SELECT pg_sleep(1);
 -- The codes idgen 0.1.0 made under this key, unchanged.
 SELECT n, base62_encode_keyed(n) AS code, base62_decode_keyed(base62_encode_keyed(n)) AS back
 FROM generate_series(1, 3) n;
