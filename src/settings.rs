@@ -47,7 +47,7 @@ pub fn register(preloading: bool) {
     GucRegistry::define_string_guc(
         c"idgen.base62_key",
         c"Passphrase of the keyed base62 permutation (base62_encode_keyed / base62_decode_keyed).",
-        c"Visible to superusers only. Hides volume; it is not encryption.",
+        c"Set only in postgresql.conf or with ALTER SYSTEM, then reload; visible to superusers and pg_read_all_settings only. Hides volume; it is not encryption.",
         &BASE62_KEY,
         GucContext::Sighup,
         GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
@@ -77,7 +77,11 @@ pub fn register(preloading: bool) {
     // pg_stat_statements does: a misspelt line in postgresql.conf (idgen.worker_idd) is
     // reported at start-up instead of silently doing nothing, and no session can invent
     // idgen.* placeholders.
-    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr()) };
+    // (PostgreSQL 15 and later; 13 and 14 have no such call.)
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    unsafe {
+        pgrx::pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr())
+    };
     let text = EPOCH
         .get()
         .map(|s| s.to_string_lossy().into_owned())
