@@ -149,6 +149,8 @@ pub fn encode_u128(mut n: u128, width: i64, alphabet: &Alphabet) -> Result<Strin
 pub struct Digits {
     buf: [u8; BIGINT_WIDTH],
     start: usize,
+    /// The alphabet's zero, the padding character.
+    zero: u8,
 }
 
 impl Digits {
@@ -162,7 +164,11 @@ impl Digits {
             buf[start] = alphabet.digits[(n % 62) as usize];
             n /= 62;
             if n == 0 {
-                return Ok(Digits { buf, start });
+                return Ok(Digits {
+                    buf,
+                    start,
+                    zero: alphabet.digits[0],
+                });
             }
         }
     }
@@ -177,14 +183,18 @@ impl Digits {
     }
 
     /// Writes the code into `out`, whose length must be `padded_len()`.
-    pub fn write_padded(&self, alphabet: &Alphabet, out: &mut [u8]) {
-        write_padded(self.as_bytes(), alphabet, out)
+    pub fn write_padded(&self, out: &mut [u8]) {
+        let digits = self.as_bytes();
+        let pad = out.len() - digits.len();
+        out[..pad].fill(self.zero);
+        out[pad..].copy_from_slice(digits);
     }
 }
 
 fn padded_string(digits: &[u8], width: i64, alphabet: &Alphabet) -> Result<String, Error> {
-    let mut out = vec![0u8; padded_len(digits.len(), width)?];
-    write_padded(digits, alphabet, &mut out);
+    let mut out = vec![alphabet.digits[0]; padded_len(digits.len(), width)?];
+    let pad = out.len() - digits.len();
+    out[pad..].copy_from_slice(digits);
     Ok(String::from_utf8(out).expect("alphabets are ASCII"))
 }
 
@@ -197,12 +207,6 @@ pub fn padded_len(digits: usize, width: i64) -> Result<usize, Error> {
         w if digits > w => Err(Error::TooWide { digits, width: w }),
         w => Ok(w),
     }
-}
-
-fn write_padded(digits: &[u8], alphabet: &Alphabet, out: &mut [u8]) {
-    let pad = out.len() - digits.len();
-    out[..pad].fill(alphabet.digits[0]);
-    out[pad..].copy_from_slice(digits);
 }
 
 /// A non-negative bigint as a code; see `padded_len` for `width`.
