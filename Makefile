@@ -3,6 +3,10 @@
 
 .PHONY: run test stop
 
+# The server version: 15 (Debian's, the default), 16 or 18 (relocatable builds from PyPI).
+PG ?= 15
+export PG
+
 ## The main job: build and install idgen, start a throwaway cluster in .pgdata/ with idgen
 ## preloaded, and run the demo.
 run:

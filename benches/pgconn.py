@@ -47,6 +47,24 @@ def require_idgen(cur):
         raise
 
 
+def server_build(cur):
+    """The server's version and its random source, for every report: a build without OpenSSL
+    reads /dev/urandom on every gen_random_uuid() and core uuidv7() call, which moves their
+    speed (and every ratio against them) several times."""
+    version = one(cur, "SELECT version()")[0].split(" on ")[0].split(",")[0]
+    try:
+        cur.execute("SAVEPOINT build" if not cur.connection.autocommit else "SELECT 1")
+        configure = one(cur, "SELECT setting FROM pg_config WHERE name = 'CONFIGURE'")[0]
+    except psycopg2.Error:  # pg_config is for superusers
+        if not cur.connection.autocommit:
+            cur.execute("ROLLBACK TO SAVEPOINT build")
+        return f"{version} (random source unknown: reading pg_config needs a superuser)"
+    if "--with-openssl" in configure or "--with-ssl=openssl" in configure:
+        return f"{version}, built with OpenSSL (gen_random_uuid() and uuidv7() draw from it)"
+    return (f"{version}, built without OpenSSL: gen_random_uuid() and uuidv7() read /dev/urandom on every call "
+            "(several times slower than a distribution's build; ratios against them flatter idgen)")
+
+
 def main_guard(main):
     """Runs main(), turning BenchError and database errors into one clear line and exit 2."""
     try:

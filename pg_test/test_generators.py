@@ -46,3 +46,42 @@ def test_a_parallel_query_runs_snowflake_next_in_workers_without_duplicates(prel
     assert launched and launched[0].split(":")[1].strip() in ("1", "2"), plan
     assert c.q(*forced, "CREATE TEMP TABLE par AS SELECT snowflake_next() AS id FROM big",
                "SELECT count(*), count(DISTINCT id) FROM par") == [(1_000_000, 1_000_000)]
+
+
+def test_uuid_v7_from_two_backends_called_in_turn(preloaded):
+    """Strictly increasing across backends (shared state when preloaded), and no shared random
+    stream: the 52 random bits never repeat between them (a stream inherited from the
+    postmaster would repeat them one for one)."""
+    this, other = preloaded.connect(), preloaded.connect()
+    made = []
+    try:
+        with this.cursor() as a, other.cursor() as b:
+            for _ in range(500):
+                for name, cur in (("this", a), ("other", b)):
+                    cur.execute("SELECT uuid_v7()::text")
+                    made.append((name, cur.fetchone()[0]))
+    finally:
+        this.close()
+        other.close()
+    uuids = [u for _, u in made]
+    assert len(uuids) == 1000 and all(x < y for x, y in zip(uuids, uuids[1:], strict=False)), "not strictly increasing"
+    tails = {name: {u[-13:] for n, u in made if n == name} for name in ("this", "other")}
+    assert tails["this"].isdisjoint(tails["other"])
+
+
+def test_a_sequence_with_cache_1000_hands_each_session_its_own_block(preloaded):
+    """Short codes from a sequence: CACHE 1000 gives a session 1,000 numbers per round trip to
+    the shared counter, so a second session starts at 1001, and codes have gaps, never
+    duplicates."""
+    c = preloaded
+    c.q("CREATE SEQUENCE short_codes CACHE 1000")
+    first = c.connect()
+    try:
+        with first.cursor() as cur:
+            cur.execute("SELECT base62_encode(nextval('short_codes'), 6), base62_encode(nextval('short_codes'), 6)")
+            assert cur.fetchone() == ("000001", "000002")
+            assert c.one("SELECT nextval('short_codes')") == 1001  # another session
+            cur.execute("SELECT nextval('short_codes')")
+            assert cur.fetchone() == (3,)
+    finally:
+        first.close()

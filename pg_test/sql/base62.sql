@@ -12,7 +12,8 @@ SELECT base62_encode(0) AS zero, base62_encode(61) AS z, base62_encode(62) AS te
        base62_decode('AzL8n0Y58m7') AS max_back, base62_decode('00000000005') AS padded_back;
 
 -- Round trips, and ordering: padded codes under COLLATE "C" sort like the numbers; unpadded
--- codes, or any codes under a linguistic collation, do not.
+-- codes, or any codes under a linguistic collation (the database's default here: ICU "en" on
+-- builds with ICU, glibc's en_US.UTF-8 on those without), do not.
 CREATE TEMP TABLE nums AS
   SELECT n FROM generate_series(0, 20000) n
   UNION ALL SELECT (random() * 9223372036854775807)::bigint FROM generate_series(1, 20000);
@@ -23,8 +24,8 @@ SELECT (SELECT array_agg(n ORDER BY base62_encode(n, 11) COLLATE "C") FROM nums)
          = (SELECT array_agg(n ORDER BY n) FROM nums) AS padded_c_sorts_like_numbers,
        (SELECT array_agg(n ORDER BY base62_encode(n) COLLATE "C") FROM nums)
          = (SELECT array_agg(n ORDER BY n) FROM nums) AS unpadded_sorts_like_numbers,
-       (SELECT array_agg(n ORDER BY base62_encode(n, 11) COLLATE "en-x-icu") FROM nums)
-         = (SELECT array_agg(n ORDER BY n) FROM nums) AS padded_icu_sorts_like_numbers;
+       (SELECT array_agg(n ORDER BY base62_encode(n, 11) COLLATE "default") FROM nums)
+         = (SELECT array_agg(n ORDER BY n) FROM nums) AS padded_linguistic_sorts_like_numbers;
 
 -- A custom alphabet (the article's a-z A-Z 0-9) is honoured both ways.
 SELECT base62_encode(12345, alphabet => 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') AS custom,
@@ -42,13 +43,10 @@ SELECT uuid_to_base62('00000000-0000-0000-0000-000000000000') AS nil,
        uuid_to_base62('ffffffff-ffff-ffff-ffff-ffffffffffff') AS max;
 
 -- Short codes from a sequence. CACHE 1000 hands each session a block of 1,000 numbers, as the
--- article's Redis INCRBY 1000 does: one round trip to the shared counter per 1,000 codes.
+-- article's Redis INCRBY 1000 does: one round trip to the shared counter per 1,000 codes (that a
+-- second session starts at 1001 is checked in pg_test/test_generators.py).
 CREATE SEQUENCE short_codes CACHE 1000;
 SELECT base62_encode(nextval('short_codes'), 6) AS first_code, base62_encode(nextval('short_codes'), 6) AS second_code;
-CREATE EXTENSION IF NOT EXISTS dblink;
-SELECT n AS other_session_gets
-FROM dblink(format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
-            current_setting('unix_socket_directories')), $$SELECT nextval('short_codes')$$) AS t(n bigint);
 CREATE TABLE links (code text COLLATE "C" PRIMARY KEY DEFAULT base62_encode(nextval('short_codes'), 6), url text);
 INSERT INTO links (url) VALUES ('https://example.com/a'), ('https://example.com/b');
 SELECT code, base62_decode(code) AS n, url FROM links ORDER BY code;
@@ -73,8 +71,9 @@ FROM nums;
 CREATE ROLE idgen_plain_user LOGIN;
 GRANT USAGE ON SCHEMA public TO idgen_plain_user;
 SET ROLE idgen_plain_user;
-SELECT error_of('SHOW idgen.base62_key');
-SELECT error_of($$SELECT current_setting('idgen.base62_key')$$);
+-- PostgreSQL's own "permission denied" (worded differently from 16 on): the SQLSTATE alone.
+SELECT sqlstate_of('SHOW idgen.base62_key');
+SELECT sqlstate_of($$SELECT current_setting('idgen.base62_key')$$);
 SELECT count(*) AS visible_in_pg_settings FROM pg_settings WHERE name = 'idgen.base62_key';
 SELECT count(*) AS in_catalogs FROM (
   SELECT unnest(setconfig) AS s FROM pg_db_role_setting

@@ -75,18 +75,23 @@ fn uuid_v7_boundary(ts: TimestampWithTimeZone) -> Uuid {
     Uuid::from_bytes(uuid7::boundary(unix_ms_for_v7(ts, "uuid_v7_boundary")))
 }
 
-/// PostgreSQL 18's `uuidv7()`, for SQL that should keep working after an upgrade to 18.
-/// On the pg18 build core provides it.
-#[cfg(not(feature = "pg18"))]
-#[pg_extern(volatile, parallel_safe)]
+// PostgreSQL 18's names, for SQL that should keep working after an upgrade to 18. On the pg18
+// build core defines them, so idgen emits no SQL for them there, but keeps their C symbols: a
+// database pg_upgrade'd from an older major still has idgen's functions by these names (column
+// DEFAULTs point at them), and its dump restores them by symbol. Unqualified calls on 18 find
+// core's first (pg_catalog is searched first).
+
+/// PostgreSQL 18's `uuidv7()`, made by idgen's generator (ordered across backends).
+#[cfg_attr(not(feature = "pg18"), pg_extern(volatile, parallel_safe))]
+#[cfg_attr(feature = "pg18", pg_extern(sql = false))]
 fn uuidv7() -> Uuid {
     next_v7()
 }
 
 /// PostgreSQL 18's `uuid_extract_timestamp()`: the time in a version 1 or 7 UUID, NULL for any
 /// other version.
-#[cfg(not(feature = "pg18"))]
-#[pg_extern(immutable, strict, parallel_safe)]
+#[cfg_attr(not(feature = "pg18"), pg_extern(immutable, strict, parallel_safe))]
+#[cfg_attr(feature = "pg18", pg_extern(sql = false))]
 fn uuid_extract_timestamp(id: Uuid) -> Option<TimestampWithTimeZone> {
     let bytes: [u8; 16] = *id.as_bytes();
     if let Some(ms) = uuid7::timestamp_ms(&bytes) {
