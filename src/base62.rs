@@ -145,50 +145,58 @@ pub fn encode_u128(mut n: u128, width: i64, alphabet: &Alphabet) -> Result<Strin
     }
 }
 
-/// The base62 digits of a bigint, on the stack: the per-row path allocates nothing.
-pub struct Digits {
-    buf: [u8; BIGINT_WIDTH],
-    start: usize,
-    /// The alphabet's zero, the padding character.
-    zero: u8,
+/// 62^1 .. 62^10: a bigint of `d` digits is below `POW62[d - 1]` (62^11 exceeds every u64).
+const POW62: [u64; BIGINT_WIDTH - 1] = {
+    let mut p = [0u64; BIGINT_WIDTH - 1];
+    let mut i = 0;
+    let mut v: u64 = 62;
+    while i < p.len() {
+        p[i] = v;
+        v = v.wrapping_mul(62);
+        i += 1;
+    }
+    p
+};
+
+/// The number of base62 digits of `n` (1 for 0).
+fn digit_count(n: u64) -> usize {
+    1 + POW62.iter().take_while(|&&p| n >= p).count()
 }
 
-impl Digits {
-    /// Divides in u64: u128 division is a library call, several times slower.
-    pub fn of(n: i64, alphabet: &Alphabet) -> Result<Digits, Error> {
-        let mut n = u64::try_from(n).map_err(|_| Error::Negative(n))?;
-        let mut buf = [0u8; BIGINT_WIDTH];
-        let mut start = buf.len();
-        loop {
-            start -= 1;
-            buf[start] = alphabet.digits[(n % 62) as usize];
-            n /= 62;
-            if n == 0 {
-                return Ok(Digits {
-                    buf,
-                    start,
-                    zero: alphabet.digits[0],
-                });
-            }
-        }
-    }
+/// The length of the code of `n` at `width` (see `padded_len`), checked before anything is
+/// written: the SQL function sizes its result with this, then fills it with `write_code`.
+pub fn code_len(n: i64, width: i64) -> Result<usize, Error> {
+    let n = u64::try_from(n).map_err(|_| Error::Negative(n))?;
+    padded_len(digit_count(n), width)
+}
 
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
+/// Writes the code of `n` into `out`, right-aligned and padded on the left with the alphabet's
+/// zero digit. `out.len()` must be `code_len(n, width)` for some width (at least the digit
+/// count); a shorter `out` panics. Divides in u64 (u128 division is a library call, several
+/// times slower), by 62² per step: the two digits of each step come from its remainder apart
+/// from the chain of divisions, which is half as long as dividing by 62.
+pub fn write_code(n: u64, alphabet: &Alphabet, out: &mut [u8]) {
+    const SQUARE: u64 = 62 * 62;
+    let d = &alphabet.digits;
+    let mut n = n;
+    let mut i = out.len();
+    while n >= SQUARE {
+        let r = (n % SQUARE) as usize;
+        n /= SQUARE;
+        out[i - 1] = d[r % 62];
+        out[i - 2] = d[r / 62];
+        i -= 2;
     }
-
-    /// The code's length at this width; see `padded_len`.
-    pub fn padded_len(&self, width: i64) -> Result<usize, Error> {
-        padded_len(self.as_bytes().len(), width)
+    let n = n as usize;
+    if n >= 62 {
+        out[i - 1] = d[n % 62];
+        out[i - 2] = d[n / 62];
+        i -= 2;
+    } else {
+        out[i - 1] = d[n];
+        i -= 1;
     }
-
-    /// Writes the code into `out`, whose length must be `padded_len()`.
-    pub fn write_padded(&self, out: &mut [u8]) {
-        let digits = self.as_bytes();
-        let pad = out.len() - digits.len();
-        out[..pad].fill(self.zero);
-        out[pad..].copy_from_slice(digits);
-    }
+    out[..i].fill(d[0]);
 }
 
 fn padded_string(digits: &[u8], width: i64, alphabet: &Alphabet) -> Result<String, Error> {
@@ -209,9 +217,12 @@ pub fn padded_len(digits: usize, width: i64) -> Result<usize, Error> {
     }
 }
 
-/// A non-negative bigint as a code; see `padded_len` for `width`.
+/// A non-negative bigint as a code; see `padded_len` for `width`. The same two steps as the
+/// SQL function: `code_len`, then `write_code`.
 pub fn encode(n: i64, width: i64, alphabet: &Alphabet) -> Result<String, Error> {
-    padded_string(Digits::of(n, alphabet)?.as_bytes(), width, alphabet)
+    let mut out = vec![0u8; code_len(n, width)?];
+    write_code(n as u64, alphabet, &mut out);
+    Ok(String::from_utf8(out).expect("alphabets are ASCII"))
 }
 
 pub fn decode_u128(code: &str, alphabet: &Alphabet) -> Result<u128, Error> {
@@ -347,6 +358,14 @@ mod tests {
         }
 
         #[test]
+        fn the_bigint_path_agrees_with_the_u128_one(n in 0..=i64::MAX, alpha in alphabets(), width in 0i64..=20) {
+            // encode() sizes first and writes in place (as the SQL function does); encode_u128()
+            // divides into a buffer and pads after: two independent ways to one answer.
+            let a = Alphabet::new(alpha.as_bytes()).unwrap();
+            prop_assert_eq!(encode(n, width, &a), encode_u128(n as u128, width, &a));
+        }
+
+        #[test]
         fn padded_codes_sort_like_the_numbers(a in 0..=i64::MAX, b in 0..=i64::MAX) {
             let alpha = Alphabet::default_alphabet();
             let (ca, cb) = (encode(a, 11, alpha).unwrap(), encode(b, 11, alpha).unwrap());
@@ -408,6 +427,41 @@ mod tests {
     fn unpadded_codes_do_not_sort_like_the_numbers() {
         let a = Alphabet::default_alphabet();
         assert!(encode(61, 0, a).unwrap() > encode(62, 0, a).unwrap()); // "z" > "10"
+    }
+
+    #[test]
+    fn digit_counts_step_at_each_power_of_62() {
+        assert_eq!(digit_count(0), 1);
+        assert_eq!(digit_count(u64::MAX), 11);
+        let mut p: u64 = 1;
+        for d in 1..=10 {
+            p *= 62; // 62^d, the first number of d + 1 digits
+            assert_eq!(digit_count(p - 1), d, "62^{d} - 1");
+            assert_eq!(digit_count(p), d + 1, "62^{d}");
+        }
+    }
+
+    #[test]
+    fn small_numbers_and_powers_agree_with_the_u128_path() {
+        // Every one- and two-digit step of write_code (below 62, below 62², the first pairs),
+        // and each side of every power of 62, at every width that fits.
+        let a = Alphabet::default_alphabet();
+        let mut ns: Vec<i64> = (0..300_000).collect();
+        let mut p: i64 = 1;
+        for _ in 1..=10 {
+            p *= 62;
+            ns.extend([p - 1, p, p + 1]);
+        }
+        ns.push(i64::MAX);
+        for n in ns {
+            for width in [0, 11, 12, 64] {
+                assert_eq!(
+                    encode(n, width, a),
+                    encode_u128(n as u128, width, a),
+                    "n={n} width={width}"
+                );
+            }
+        }
     }
 
     #[test]

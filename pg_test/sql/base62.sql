@@ -31,6 +31,21 @@ SELECT (SELECT array_agg(n ORDER BY base62_encode(n, 11) COLLATE "C") FROM nums)
 SELECT base62_encode(12345, alphabet => 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') AS custom,
        base62_decode('dnh', 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789') AS custom_back;
 
+-- base62_encode keeps a constant alphabet per call site for the query (fn_extra): an alphabet
+-- that changes from row to row, and one prepared statement run with two alphabets, must each
+-- get their own digits, never a cached one.
+SELECT n, base62_encode(n, 2, a) AS code
+FROM (VALUES (1, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'),
+             (1, '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'),
+             (63, 'zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA9876543210'),
+             (63, '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz')) v(n, a);
+SET plan_cache_mode = force_generic_plan;
+PREPARE enc(text) AS SELECT base62_encode(n, 0, $1) FROM generate_series(61, 62) n;
+EXECUTE enc('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789');
+EXECUTE enc('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz');
+DEALLOCATE enc;
+RESET plan_cache_mode;
+
 -- UUIDs as 22 characters, in the same order.
 CREATE TEMP TABLE uuids AS SELECT uuid_v7() AS u FROM generate_series(1, 2000)
   UNION ALL SELECT gen_random_uuid() FROM generate_series(1, 2000);

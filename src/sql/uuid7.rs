@@ -18,16 +18,48 @@ fn with_rng<T>(f: impl FnOnce(&mut rand_chacha::ChaCha12Rng) -> T) -> T {
     RNG.with_borrow_mut(|rng| f(rng.get(pid)))
 }
 
-fn next_v7() -> Uuid {
-    let bytes = with_rng(|rng| uuid7::next(shared::uuid7_word(), clock::now_unix_ms(), rng));
-    Uuid::from_bytes(bytes)
+fn next_v7_bytes() -> [u8; 16] {
+    with_rng(|rng| uuid7::next(shared::uuid7_word(), clock::now_unix_ms(), rng))
 }
 
-/// A time-ordered RFC 9562 version 7 UUID: strictly increasing within the backend, and across
-/// every backend of the server when idgen is preloaded.
-#[pg_extern(volatile, parallel_safe)]
-fn uuid_v7() -> Uuid {
-    next_v7()
+fn next_v7() -> Uuid {
+    Uuid::from_bytes(next_v7_bytes())
+}
+
+// uuid_v7(): a time-ordered RFC 9562 version 7 UUID, strictly increasing within the backend, and
+// across every backend of the server when idgen is preloaded. Written against the V1 calling
+// convention by hand, with the definition and C symbol (uuid_v7_wrapper) that pgrx generated
+// for 0.1.0, so installed databases keep working: it runs once per row, and pgrx's path
+// pallocs the result through a guarded FFI call (a sigsetjmp per row).
+extension_sql!(
+    r#"
+CREATE FUNCTION "uuid_v7"() RETURNS uuid
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'uuid_v7_wrapper';
+"#,
+    name = "uuid_v7",
+);
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_uuid_v7_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1_API
+}
+
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn uuid_v7_wrapper(
+    _fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    let bytes = next_v7_bytes();
+    unsafe {
+        // Nothing with a destructor is alive here and the RNG's RefCell is released: see
+        // palloc_unguarded.
+        let result = crate::sql::palloc_unguarded(bytes.len()).cast::<[u8; 16]>();
+        result.write(bytes);
+        pg_sys::Datum::from(result)
+    }
 }
 
 #[track_caller]

