@@ -125,6 +125,36 @@ class Cluster:
         self.append_conf(*lines, *self._conf)
         return self
 
+    def base_backup(self, base_dir, *, standby=True, port=None, preload=True, worker_id=None, conf=()):
+        """A new Cluster in base_dir made by pg_basebackup from this running server: a streaming
+        standby (-R) when standby, else a plain copy to restore (PITR). The copy's configuration
+        is this server's, with its own port and socket directory, and worker_id (None keeps
+        this server's), conf and preload applied after it. Not started."""
+        c = Cluster(base_dir, port=port, preload=preload, worker_id=worker_id, conf=conf, fsync=self._fsync,
+                    bin_dir=self.bin_dir)
+        os.makedirs(base_dir, exist_ok=True)
+        cmd = [os.path.join(self.bin_dir, "pg_basebackup"), "-D", c.data_dir, "-X", "stream", "-c", "fast",
+               "-h", self.socket_dir, "-p", str(self.port), "-U", "postgres", *(["-R"] if standby else [])]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SqlError(f"pg_basebackup failed ({done.returncode}): {done.stderr}")
+        lines = [f"port = {c.port}", f"unix_socket_directories = '{c.socket_dir}'"]
+        lines.append("shared_preload_libraries = 'idgen'" if preload else "shared_preload_libraries = ''")
+        if worker_id is not None:
+            lines.append(f"idgen.worker_id = {worker_id}")
+        c.append_conf(*lines, *conf)
+        return c
+
+    def promote(self):
+        """pg_ctl promote, waiting until the server is out of recovery."""
+        self.node.promote()
+        deadline = time.monotonic() + 60
+        while self.one("SELECT pg_is_in_recovery()"):
+            if time.monotonic() > deadline:
+                raise SqlError("the standby did not leave recovery within 60 s")
+            time.sleep(0.1)
+        return self
+
     def append_conf(self, *lines):
         for line in lines:
             self.node.append_conf(line=line)

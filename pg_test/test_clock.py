@@ -75,3 +75,21 @@ def test_crash_recovery_with_the_clock_back_refuses_then_resumes_above(cluster_f
     assert c.error("SELECT snowflake_next()").pgcode == "58000"
     # given a long enough wait, it resumes above every id issued before the crash
     assert c.one("SET idgen.max_clock_wait = '10s'", f"SELECT snowflake_next() > {last}") is True
+
+
+def test_uuid_v7_sorts_above_every_earlier_uuid_across_a_restart_and_a_crash_with_the_clock_back(cluster_factory):
+    # Only UUIDs here, no snowflake id: uuid_v7() pushes the shared horizon itself, and its
+    # word starts past it at start-up, so a clock set back cannot put new UUIDs below old ones.
+    c = cluster_factory("uuids", fake_clock=True)
+    c.q("CREATE EXTENSION idgen")
+    newest = c.one("SELECT max(u::text) FROM (SELECT uuid_v7() AS u FROM generate_series(1, 1000)) s")
+    c.stop()
+    c.clock.set("-5s")
+    c.start()
+    after_restart = c.one("SELECT uuid_v7()::text")
+    assert after_restart > newest
+    newest = c.one("SELECT max(u::text) FROM (SELECT uuid_v7() AS u FROM generate_series(1, 1000)) s")
+    c.stop("immediate")
+    c.clock.set("-10s")
+    c.start()
+    assert c.one("SELECT uuid_v7()::text") > newest

@@ -57,3 +57,23 @@ def test_the_study_refuses_a_server_without_idgen_preloaded(cluster_factory, tmp
     rc, log = run_study(c, "--rows", "10", "--out", str(tmp_path))
     assert rc == 2, log
     assert "idgen is not in shared_preload_libraries" in log and "HINT: ALTER SYSTEM" in log, log
+
+
+def test_the_speed_table_has_every_generator_and_a_sane_cap(study_server, tmp_path, pg_major):
+    # benches/speed at a tiny scale: every row present, the build named, ratios to the baselines
+    # self-consistent (the baseline's own ratio is 1.00).
+    speed = os.path.join(ROOT, "benches", "speed")
+    e = {**os.environ, **study_server.env(db="postgres")}
+    done = subprocess.run([speed, "--rows", "20000", "--repeat", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=e)
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = (tmp_path / "speed.md").read_text()
+    assert f"PostgreSQL {pg_major}." in table and "median of 2 rounds" in table
+    names = ["snowflake_next()", "nextval() CACHE 1", "instagram next_id()", "uuid_v7()", "gen_random_uuid()",
+             "base62_encode(g)", "to_hex(g)"] + (["core uuidv7()"] if pg_major >= 18 else [])
+    rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines() if line.startswith("| `")}
+    assert sorted(rows) == sorted(names)
+    cells = [c.strip() for c in rows["nextval() CACHE 1"].split("|")]
+    assert cells[5] == "1.00", rows["nextval() CACHE 1"]
+    cells = [c.strip() for c in rows["gen_random_uuid()"].split("|")]
+    assert cells[6] == "1.00", rows["gen_random_uuid()"]

@@ -35,7 +35,13 @@ impl snowflake::Env for Backend {
         pg_sys::check_for_interrupts!();
     }
 
+    /// The WAL record first (flushed), then the file: both before any id beyond the old
+    /// horizon is used. The record is what standbys and restores see; the file is what a
+    /// start-up reads before any WAL is replayed, and what a clean shutdown lowers to the exact
+    /// mark.
     fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+        crate::wal::log_horizon(unix_ms);
         horizon::write(Path::new(HORIZON_FILE), unix_ms)
     }
 }

@@ -13,6 +13,8 @@ mod errors;
 mod settings;
 mod shared;
 mod sql;
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+mod wal;
 
 pgrx::pg_module_magic!(name, version);
 

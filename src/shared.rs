@@ -3,7 +3,7 @@
 
 use crate::clock::HORIZON_FILE;
 use crate::errors::{self, error};
-use crate::{horizon, settings, snowflake::SharedState};
+use crate::{horizon, settings, snowflake::SharedState, uuid7};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::path::Path;
@@ -37,6 +37,54 @@ pub fn init() {
         PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(on_shmem_startup);
     }
+    // PostgreSQL 13 and 14 have no custom WAL resource managers: the file alone keeps the
+    // horizon there, so it does not survive a failover.
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    crate::wal::register();
+}
+
+/// Once this process has seen recovery over, it stays over (as PostgreSQL caches it): the
+/// per-row paths then skip the guarded FFI call.
+static OUT_OF_RECOVERY: AtomicBool = AtomicBool::new(false);
+
+/// Is this server in recovery (a standby, or a start-up replaying WAL)? Then it may not write
+/// WAL, so it issues no snowflake id.
+pub fn in_recovery() -> bool {
+    if OUT_OF_RECOVERY.load(Ordering::Relaxed) {
+        return false;
+    }
+    let recovering = unsafe { pg_sys::RecoveryInProgress() };
+    if !recovering {
+        OUT_OF_RECOVERY.store(true, Ordering::Relaxed);
+    }
+    recovering
+}
+
+/// WAL replay of a horizon the primary recorded (see `wal.rs`): the generator resumes past it,
+/// uuid_v7()'s word too, and the file records it, as if this server had pushed it itself.
+pub fn replay_horizon(unix_ms: u64) {
+    if !preloaded() {
+        return;
+    }
+    if SNOWFLAKE
+        .get()
+        .replay_horizon(settings::epoch_ms(), unix_ms)
+    {
+        uuid7::raise_past(UUID7.get(), unix_ms);
+        if let Err(e) = horizon::write(Path::new(HORIZON_FILE), unix_ms) {
+            // Recovery stops rather than go on without a durable copy: after a restart, replay
+            // begins at the last restartpoint and would not see this record again.
+            error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} while replaying WAL: {e}"))
+                .hint("Check free space and permissions in the data directory, then start the server again.")
+                .raise();
+        }
+    }
+}
+
+/// The highest Unix millisecond in use by snowflake ids or UUIDs (preloaded only).
+fn high_water_unix_ms() -> u64 {
+    let snowflake = SNOWFLAKE.get().high_water_unix_ms(settings::epoch_ms());
+    snowflake.max(uuid7::last_ms(UUID7.get()))
 }
 
 /// The generator state, or the not-preloaded error naming `what`.
@@ -52,6 +100,13 @@ pub fn snowflake(what: &str) -> &'static SharedState {
             .raise();
     }
     SNOWFLAKE.get()
+}
+
+/// The generator state whose horizon uuid_v7() must keep ahead of its UUIDs: when preloaded,
+/// out of recovery (a standby writes no WAL; its UUIDs are its own) and with a readable horizon.
+pub fn uuid7_horizon() -> Option<&'static SharedState> {
+    (preloaded() && !HORIZON_DAMAGED.get().load(Ordering::Relaxed) && !in_recovery())
+        .then(|| SNOWFLAKE.get())
 }
 
 /// The word that orders uuid_v7(): across the server when preloaded, within this backend
@@ -80,6 +135,11 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
     match horizon::read(Path::new(HORIZON_FILE)) {
         Ok(mark) => {
             state.seed(settings::epoch_ms(), mark.unwrap_or(0));
+            // UUIDs too resume past the mark: after a restart with the clock set back, they still
+            // sort above every UUID made before.
+            if let Some(mark) = mark {
+                uuid7::raise_past(UUID7.get(), mark);
+            }
             damaged.store(false, Ordering::Relaxed);
         }
         Err(e) => {
@@ -103,7 +163,7 @@ unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
     if code != 0 || HORIZON_DAMAGED.get().load(Ordering::Relaxed) {
         return;
     }
-    let mark = SNOWFLAKE.get().high_water_unix_ms(settings::epoch_ms());
+    let mark = high_water_unix_ms();
     if let Err(e) = horizon::write(Path::new(HORIZON_FILE), mark) {
         error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} at shutdown: {e}"))
             .hint("The horizon written while the server ran still protects against reissued ids; the next start may wait up to a second for the clock.")

@@ -232,6 +232,23 @@ impl SharedState {
         }
     }
 
+    /// Raises the horizon to `horizon_unix_ms` when it is higher, and starts the run again just
+    /// past it, as a restart would: WAL replay (a standby, crash recovery, a point-in-time
+    /// restore) of a horizon the primary recorded. Only while no id is issued from this state
+    /// (recovery). Returns whether it rose.
+    pub fn replay_horizon(&self, epoch_unix_ms: u64, horizon_unix_ms: u64) -> bool {
+        if horizon_unix_ms <= self.horizon_unix_ms.load(Ordering::Acquire) {
+            return false;
+        }
+        self.seed(epoch_unix_ms, horizon_unix_ms);
+        true
+    }
+
+    /// Unix ms up to which ids may be issued now.
+    pub fn horizon_unix_ms(&self) -> u64 {
+        self.horizon_unix_ms.load(Ordering::Acquire)
+    }
+
     /// The last millisecond issued (Unix ms), or the seed: what a clean shutdown records.
     pub fn high_water_unix_ms(&self, epoch_unix_ms: u64) -> u64 {
         unpack(self.word.load(Ordering::Acquire)).0 + epoch_unix_ms
@@ -387,6 +404,14 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
             }
         }
     }
+}
+
+/// Makes sure the durable horizon covers `unix_ms`, pushing it ahead as `next_id` does: for
+/// uuid_v7(), whose UUIDs share the horizon so that they too keep their order across restarts,
+/// crashes and failovers.
+pub fn cover(state: &SharedState, unix_ms: u64, env: &mut impl Env) -> Result<(), GenError> {
+    while !horizon_allows(state, unix_ms, env)? {}
+    Ok(())
 }
 
 /// May an id from `now_unix` be issued? Pushes the durable horizon ahead when the clock gets

@@ -109,6 +109,28 @@ pub fn next(word: &AtomicU64, now_unix_ms: u64, rng: &mut impl RngCore) -> [u8; 
     }
 }
 
+/// The highest Unix millisecond `next` may use for its next UUID from this word: the clock's,
+/// or the last UUID's (plus one if its counter is full). uuid_v7() covers it with the horizon
+/// before generating.
+pub fn next_ms_bound(word: &AtomicU64, now_unix_ms: u64) -> u64 {
+    let last = word.load(Ordering::Acquire);
+    now_unix_ms
+        .min(WORD_MILLIS_MAX)
+        .max((last >> COUNTER_BITS) + 1)
+}
+
+/// The Unix millisecond of the last UUID made from this word (0 before any).
+pub fn last_ms(word: &AtomicU64) -> u64 {
+    word.load(Ordering::Acquire) >> COUNTER_BITS
+}
+
+/// Moves the word past `horizon_unix_ms`, so that every later UUID sorts above every UUID made
+/// at or before it: at start-up and in WAL replay, with the snowflake horizon. Never lowers it.
+pub fn raise_past(word: &AtomicU64, horizon_unix_ms: u64) {
+    let floor = (horizon_unix_ms + 1).min(WORD_MILLIS_MAX) << COUNTER_BITS;
+    word.fetch_max(floor, Ordering::AcqRel);
+}
+
 /// A CSPRNG (ChaCha12, seeded from the operating system) that reseeds whenever the process id
 /// changes. State made before a fork — in the postmaster, say — is never shared by two
 /// processes: each draws its own seed the first time it is used.
@@ -149,6 +171,24 @@ mod tests {
 
     fn rng() -> ChaCha12Rng {
         ChaCha12Rng::seed_from_u64(7)
+    }
+
+    #[test]
+    fn after_raise_past_every_uuid_sorts_above_the_horizon_even_with_the_clock_behind() {
+        let word = AtomicU64::new(0);
+        let mut r = rng();
+        let old = next(&word, T0 + 5_000, &mut r);
+        // A restart (or a promoted standby) whose clock is 10 s behind the old run's last UUID.
+        let fresh = AtomicU64::new(0);
+        raise_past(&fresh, T0 + 5_000);
+        let new = next(&fresh, T0 - 5_000, &mut r);
+        assert!(new > old);
+        assert_eq!(timestamp_ms(&new), Some(T0 + 5_001));
+        raise_past(&fresh, T0); // never lowers
+        assert!(next(&fresh, T0, &mut r) > new);
+        assert_eq!(last_ms(&fresh), T0 + 5_001);
+        assert_eq!(next_ms_bound(&fresh, T0), T0 + 5_002);
+        assert_eq!(next_ms_bound(&fresh, T0 + 9_000), T0 + 9_000);
     }
 
     proptest! {

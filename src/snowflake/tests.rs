@@ -416,3 +416,49 @@ fn concurrent_generators_never_collide() {
     // The clock did not go back during the test: a racing peer must not look like it did.
     assert_eq!(state.stats().clock_regressions, 0);
 }
+
+#[test]
+fn a_replayed_horizon_restarts_the_run_past_it_and_never_lowers_it() {
+    let s = fresh();
+    let mut env = FakeEnv::at(T0);
+    let before = next_id(&s, &cfg(1, 10_000), &mut env).unwrap();
+    assert!(
+        !s.replay_horizon(EPOCH, T0),
+        "a horizon at or below the current one is ignored"
+    );
+    // The primary (another worker id) recorded a horizon 3 s past this clock.
+    assert!(s.replay_horizon(EPOCH, T0 + 3_000));
+    assert_eq!(s.horizon_unix_ms(), T0 + 3_000);
+    let after = next_id(&s, &cfg(2, 10_000), &mut env).unwrap();
+    let parts = decompose(after).unwrap();
+    assert_eq!(
+        parts.millis + EPOCH,
+        T0 + 3_001,
+        "strictly after the replayed horizon"
+    );
+    assert!(after > before);
+    assert!(env.now >= T0 + 3_001, "it waited for its clock");
+    assert!(
+        env.sleeps.iter().sum::<u64>() >= 2_990,
+        "by sleeping, not spinning"
+    );
+    assert!(!s.replay_horizon(EPOCH, T0 + 2_000));
+    assert!(s.horizon_unix_ms() >= T0 + 3_000);
+}
+
+#[test]
+fn cover_pushes_the_horizon_ahead_of_a_time_and_leaves_it_when_far_enough() {
+    let s = fresh();
+    let mut env = FakeEnv::at(T0);
+    cover(&s, T0 + 5, &mut env).unwrap();
+    assert_eq!(env.persisted, vec![T0 + 5 + HORIZON_LEAD_MS]);
+    cover(&s, T0 + 10, &mut env).unwrap();
+    assert_eq!(env.persisted.len(), 1, "still more than half a lead ahead");
+    cover(&s, T0 + 5 + HORIZON_LEAD_MS / 2 + 1, &mut env).unwrap();
+    assert_eq!(env.persisted.len(), 2);
+    env.fail_persist = true;
+    assert!(matches!(
+        cover(&s, T0 + 10 * HORIZON_LEAD_MS, &mut env),
+        Err(GenError::Horizon(_))
+    ));
+}

@@ -17,6 +17,14 @@ use pgrx::prelude::*;
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_next() -> i64 {
     let state = shared::snowflake("snowflake_next()");
+    if shared::in_recovery() {
+        // As nextval() on a standby. A standby's clock may be behind the primary's, and its
+        // replayed horizon is the primary's: ids from here could repeat the primary's.
+        error(errors::READ_ONLY_TRANSACTION, "cannot issue snowflake ids during recovery")
+            .detail("This server is a standby, or still replaying WAL. Snowflake ids come from the primary, which records in the WAL how far it has issued them.")
+            .hint("Call snowflake_next() on the primary, e.g. in the DEFAULT of a column of rows inserted there. After promotion this server issues ids itself.")
+            .raise();
+    }
     let config = Config {
         epoch_unix_ms: settings::epoch_ms(),
         worker_id: settings::worker_id(),
@@ -26,7 +34,7 @@ fn snowflake_next() -> i64 {
 }
 
 #[track_caller]
-fn raise_generator(e: GenError) -> ! {
+pub(crate) fn raise_generator(e: GenError) -> ! {
     let message = e.to_string();
     match e {
         GenError::ClockBehind { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)

@@ -2,7 +2,7 @@
 
 use crate::errors::{self, error};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
-use crate::{clock, shared, uuid7};
+use crate::{clock, shared, snowflake, uuid7};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -19,7 +19,19 @@ fn with_rng<T>(f: impl FnOnce(&mut rand_chacha::ChaCha12Rng) -> T) -> T {
 }
 
 fn next_v7_bytes() -> [u8; 16] {
-    with_rng(|rng| uuid7::next(shared::uuid7_word(), clock::now_unix_ms(), rng))
+    let word = shared::uuid7_word();
+    let now = clock::now_unix_ms();
+    if let Some(state) = shared::uuid7_horizon() {
+        // UUIDs share the snowflake horizon, so that those made after a restart, a crash or a
+        // failover sort above those made before: one atomic load per UUID, and about twice a
+        // second, a WAL record and the file.
+        let bound = uuid7::next_ms_bound(word, now);
+        if bound + snowflake::HORIZON_LEAD_MS / 2 > state.horizon_unix_ms() {
+            snowflake::cover(state, bound, &mut clock::Backend)
+                .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
+        }
+    }
+    with_rng(|rng| uuid7::next(word, now, rng))
 }
 
 fn next_v7() -> Uuid {
