@@ -69,6 +69,7 @@ def test_the_speed_table_has_every_generator_and_a_sane_cap(study_server, tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     table = (tmp_path / "speed.md").read_text()
     assert f"PostgreSQL {pg_major}." in table and "median of 2 rounds" in table
+    assert "The horizon's cost" in table and "the 20 slowest" in table
     names = ["snowflake_next()", "nextval() CACHE 1", "instagram next_id()", "uuid_v7()", "gen_random_uuid()",
              "base62_encode(g)", "to_hex(g)"] + (["core uuidv7()"] if pg_major >= 18 else [])
     rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines() if line.startswith("| `")}
