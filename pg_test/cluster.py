@@ -72,8 +72,11 @@ class FakeClock:
     """A clock offset for one server, re-read by libfaketime on every clock call: write "-5s"
     and the running server's clock is five seconds behind from its next reading on."""
 
-    def __init__(self, path):
+    def __init__(self, path, live=True):
+        """live: re-read on every clock call, so that set() takes effect at once (slow: a file
+        read per call); otherwise libfaketime caches the offset for a few seconds."""
         self.path = path
+        self.live = live
         self.set("+0")
 
     def set(self, offset):
@@ -81,8 +84,10 @@ class FakeClock:
             f.write(offset + "\n")
 
     def env(self):
-        return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": self.path,
-                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": self.path, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        if self.live:
+            env["FAKETIME_NO_CACHE"] = "1"
+        return env
 
 
 class SqlError(Exception):
@@ -160,9 +165,9 @@ class Cluster:
             self.node.append_conf(line=line)
         return self
 
-    def with_fake_clock(self):
-        """Every later start runs under a clock that `self.clock.set()` shifts."""
-        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"))
+    def with_fake_clock(self, live=True):
+        """Every later start runs under a clock that `self.clock.set()` shifts (see FakeClock)."""
+        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"), live=live)
         return self
 
     def start(self, limit_address_space=None):

@@ -130,7 +130,7 @@ postgres_tree() {
   else
     HERE=/tmp/idgen-checkout
     mkdir -p "$HERE"
-    rsync -a --delete --exclude .venv --exclude __pycache__ "$ROOT/pg_test" "$ROOT/benches" "$HERE/"
+    rsync -a --delete --exclude .venv --exclude __pycache__ "$ROOT/pg_test" "$ROOT/benches" "$ROOT/sql" "$HERE/"
     chown -R postgres:postgres "$HERE"
   fi
   VENV=$HERE/.venv

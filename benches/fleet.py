@@ -1,0 +1,247 @@
+"""A fleet of idgen servers merged by logical replication, on this machine.
+
+Starts --publishers servers (each with idgen preloaded and its own worker id, their clocks
+skewed across ±2 s with libfaketime) and one subscriber, all on Unix sockets; each publisher has
+a table `events` keyed by snowflake_next() (and a uuid_v7() column, unique), published; the
+subscriber subscribes to every one of them into one table with the same keys, watched by
+sql/fleet/idgen_fleet_watch.sql. Loads every publisher at once with pgbench for --seconds, waits
+until the subscriber has caught up (or stopped making progress), and reports rows made and
+arrived, primary-key conflicts in the subscriber's log, worker-id clashes seen by the watch,
+order per worker id, and the fleet's generation rate against N x the format's cap. Stops
+everything it started, also on Ctrl-C or failure. --clash gives the second publisher the first
+one's worker id: the run must then report the clash and exit non-zero.
+
+Runs as the postgres user with PG_BIN naming the server build (benches/fleet sets both up).
+usage: fleet.py [--publishers N] [--seconds S] [--clients C] [--clash] [--out DIR]
+"""
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "pg_test"))
+
+import cluster  # noqa: E402
+
+CAP_PER_S = 4_096_000
+SKEW_S = 2.0
+WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
+PUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_next(),
+                                    u uuid NOT NULL UNIQUE DEFAULT uuid_v7(),
+                                    publisher int NOT NULL,
+                                    made timestamptz NOT NULL DEFAULT clock_timestamp())"""
+SUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY, u uuid NOT NULL UNIQUE, publisher int NOT NULL,
+                                    made timestamptz NOT NULL)"""
+LOAD = "INSERT INTO events (publisher) VALUES (:publisher);\n"
+
+
+class Interrupted(Exception):
+    pass
+
+
+def skews(n):
+    """Clock offsets spread evenly over -SKEW_S .. +SKEW_S seconds."""
+    if n == 1:
+        return [0.0]
+    return [-SKEW_S + 2 * SKEW_S * i / (n - 1) for i in range(n)]
+
+
+def wait_for_catch_up(sub, expected, stall_s=15, limit_s=300):
+    """Waits until the subscriber holds `expected` rows, or its count stops moving for stall_s
+    (an apply worker stuck on a conflict); returns the count."""
+    last, since = -1, time.monotonic()
+    deadline = time.monotonic() + limit_s
+    while True:
+        n = sub.one("SELECT count(*) FROM events")
+        if n >= expected:
+            return n
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since > stall_s or time.monotonic() > deadline:
+            return n
+        time.sleep(0.5)
+
+
+def run(args, base):
+    made_servers = []
+    try:
+        return _run(args, base, made_servers)
+    finally:
+        for c in made_servers:
+            c.cleanup()
+
+
+def _run(args, base, servers):
+    n = args.publishers
+    pubs = []
+    for i, skew in enumerate(skews(n)):
+        worker_id = 1 if (args.clash and i == 1) else i + 1
+        c = cluster.Cluster(os.path.join(base, f"pub{i + 1}"), worker_id=worker_id,
+                            conf=["wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10"])
+        servers.append(c)
+        # A fixed offset: libfaketime may cache it (a live clock re-reads its file on every
+        # clock call, which would slow snowflake_next() many times over).
+        c.init().with_fake_clock(live=False)
+        c.clock.set(f"{skew:+.3f}")
+        c.start()
+        c.q("CREATE EXTENSION idgen", PUB_TABLE, "CREATE PUBLICATION fleet FOR TABLE events")
+        pubs.append((c, worker_id, skew))
+    sub = cluster.Cluster(os.path.join(base, "sub"), preload=False,
+                          conf=["track_commit_timestamp = on", f"max_logical_replication_workers = {n + 4}",
+                                f"max_worker_processes = {n + 12}", "max_connections = 60"])
+    servers.append(sub)
+    sub.init().start()
+    with open(WATCH_SQL) as f:
+        sub.q(SUB_TABLE, f.read())
+    if args.watch:
+        sub.q("SELECT idgen_fleet.watch('events', 'id')")
+    # Created disabled, with their slots: the publishers' WAL waits for them, and enabling them
+    # after the load times the subscriber's apply on its own.
+    for i, (p, _, _) in enumerate(pubs):
+        sub.q(f"CREATE SUBSCRIPTION fleet{i + 1} CONNECTION 'host={p.socket_dir} port={p.port} user=postgres "
+              f"dbname=postgres' PUBLICATION fleet WITH (enabled = false, copy_data = false)")
+
+    print(f"fleet: loading {n} publishers for {args.seconds} s ...", file=sys.stderr)
+    script = os.path.join(base, "load.sql")
+    with open(script, "w") as f:
+        f.write(LOAD)
+    errors = []
+
+    def load(i, p):
+        try:
+            p.pgbench("-n", "-c", str(args.clients), "-j", "1", "-T", str(args.seconds), "-D", f"publisher={i + 1}",
+                      "-f", script)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=load, args=(i, p), daemon=True) for i, (p, _, _) in enumerate(pubs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = [p.one("SELECT count(*) FROM events") for p, _, _ in pubs]
+    if errors:
+        raise errors[0]
+    start = time.perf_counter()
+    for i in range(n):
+        sub.q(f"ALTER SUBSCRIPTION fleet{i + 1} ENABLE")
+    arrived = wait_for_catch_up(sub, sum(made))
+    apply_s = time.perf_counter() - start
+    per_pub_arrived = dict(sub.q("SELECT publisher, count(*) FROM events GROUP BY publisher"))
+
+    log = sub.log()
+    conflicts = log.count("duplicate key value violates unique constraint")
+    clashes = sub.q("SELECT worker_id, first_origin, origin FROM idgen_fleet.clashes ORDER BY worker_id, origin")
+    # Order per worker id, in the order the subscriber applied the rows (xmin: each apply worker
+    # applies its publisher's commits in commit order). One client per publisher issues and
+    # commits in the same order; with more, a later id can commit first, so inversions are
+    # counted, not forbidden.
+    inversions = sub.one("""SELECT count(*) FROM (
+        SELECT id, lag(id) OVER (PARTITION BY (id >> 12) & 1023 ORDER BY xmin::text::bigint) AS prev FROM events) s
+        WHERE id <= prev""")
+    # The fleet's rows by id against their makers' clocks: out of time order by at most the skew.
+    late_ms = sub.one("""SELECT coalesce(max(extract(epoch FROM prev - made) * 1000), 0)::bigint FROM (
+        SELECT made, max(made) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
+        FROM events) s WHERE prev > made""")
+
+    # Generation: every publisher at once, as fast as it can, for a fixed number of ids.
+    per = args.rate_rows
+    gen_errors = []
+
+    def generate(p):
+        try:
+            p.q(f"SELECT count(snowflake_next()) FROM generate_series(1, {per})")
+        except Exception as e:
+            gen_errors.append(e)
+
+    threads = [threading.Thread(target=generate, args=(p,), daemon=True) for p, _, _ in pubs]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if gen_errors:
+        raise gen_errors[0]
+    rate = per * n / wall
+
+    lines = [f"Fleet: {n} publishers and 1 subscriber on {cluster.build_description()}, {os.cpu_count()} CPUs; "
+             f"clocks skewed by {', '.join(f'{s:+.1f} s' for _, _, s in pubs)}; {args.clients} pgbench client(s) "
+             f"per publisher for {args.seconds} s.", "",
+             "| publisher | worker id | clock | rows made | rows arrived |", "|---:|---:|---:|---:|---:|"]
+    for i, ((_, wid, skew), m) in enumerate(zip(pubs, made, strict=True)):
+        lines.append(f"| {i + 1} | {wid} | {skew:+.1f} s | {m:,} | {per_pub_arrived.get(i + 1, 0):,} |")
+    lines += ["",
+              f"- rows made {sum(made):,}, arrived {arrived:,}; primary-key conflicts in the subscriber's log: "
+              f"{conflicts}",
+              f"- the subscriber's apply, all subscriptions enabled at once after the load: {arrived:,} rows in "
+              f"{apply_s:.1f} s, {arrived / apply_s:,.0f} rows/s, with the clash watch "
+              + ("on" if args.watch else "off"),
+              f"- worker-id clashes seen by idgen_fleet.watch: {len(clashes)}"
+              + "".join(f"; worker id {w}: {a} and {b}" for w, a, b in clashes),
+              f"- per worker id, ids out of apply (commit) order: {inversions}",
+              f"- rows sorted by id, out of time order by at most {late_ms} ms (clocks span "
+              f"{2 * SKEW_S * 1000:.0f} ms)" if n > 1 else "- one publisher: no skew",
+              f"- generation, all publishers at once ({per:,} ids each): {rate:,.0f} ids/s, "
+              f"{rate / (n * CAP_PER_S):.1%} of {n} x the cap (one CPU per publisher would be needed for all of it)"]
+    ok = arrived == sum(made) and conflicts == 0 and not clashes
+    verdict = (f"fleet: {n} publishers, {arrived:,} rows, {conflicts} conflicts, {len(clashes)} clashes"
+               + ("" if ok else " - FAILED"))
+    text = "\n".join(lines + ["", verdict])
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "fleet.md"), "w") as f:
+            f.write(text + "\n")
+    print(text)
+    return 0 if ok else 1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--publishers", type=int, default=4)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--clients", type=int, default=1, help="pgbench clients per publisher (default 1)")
+    ap.add_argument("--rate-rows", type=int, default=1_000_000, help="ids per publisher for the generation rate")
+    ap.add_argument("--clash", action="store_true", help="give publisher 2 the worker id of publisher 1")
+    ap.add_argument("--no-watch", dest="watch", action="store_false",
+                    help="leave the clash watch off at the subscriber (to measure what it costs)")
+    ap.add_argument("--out", help="also write fleet.md here")
+    ap.add_argument("--base", help="where the servers live (default: a new folder under /tmp, removed after)")
+    args = ap.parse_args(argv)
+    if not 1 <= args.publishers <= 16 or args.seconds < 1 or args.clients < 1 or args.rate_rows < 1:
+        ap.error("--publishers 1..16, --seconds, --clients and --rate-rows positive")
+    if args.clash and args.publishers < 2:
+        ap.error("--clash needs at least 2 publishers")
+
+    caught = []
+
+    def interrupted(signum, _frame):
+        caught.append(signal.Signals(signum).name)
+        raise Interrupted(caught[-1])
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
+    base = args.base or tempfile.mkdtemp(prefix="idgen-fleet-")
+    try:
+        return run(args, base)
+    except Exception as e:
+        # A signal can land inside a library that wraps it in its own error (testgres while a
+        # server starts): the flag, not the exception's type, says it was an interruption.
+        if caught:
+            print(f"fleet: interrupted ({caught[0]}); every server it started is stopped", file=sys.stderr)
+            return 130
+        print(f"fleet: failed: {e}; every server it started is stopped", file=sys.stderr)
+        return 2
+    finally:
+        if not args.base:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

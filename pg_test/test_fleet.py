@@ -1,0 +1,81 @@
+"""A fleet of servers merged by logical replication (benches/fleet.py at a small scale), and the
+worker-id clash caught where their rows meet (sql/fleet/idgen_fleet_watch.sql)."""
+
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+FLEET = os.path.join(ROOT, "benches", "fleet.py")
+
+
+def fleet(*args, base=None, timeout=600):
+    cmd = [sys.executable, FLEET, *args, *(["--base", str(base)] if base else [])]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+
+
+def running_postmasters(base):
+    """Data directories under base whose postmaster is alive."""
+    alive = []
+    for pid_file in glob.glob(os.path.join(str(base), "*", "data", "postmaster.pid")):
+        with open(pid_file) as f:
+            pid = int(f.readline())
+        try:
+            os.kill(pid, 0)
+            alive.append(pid_file)
+        except ProcessLookupError:
+            pass
+    return alive
+
+
+def test_four_publishers_merge_with_no_conflict_and_in_order(tmp_path):
+    done = fleet("--publishers", "4", "--seconds", "3", "--rate-rows", "200000", "--out", str(tmp_path / "out"),
+                 base=tmp_path / "servers")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    verdict = done.stdout.strip().splitlines()[-1]
+    m = re.fullmatch(r"fleet: 4 publishers, ([\d,]+) rows, 0 conflicts, 0 clashes", verdict)
+    assert m and int(m.group(1).replace(",", "")) > 1000, verdict
+    # every publisher's rows arrived, one row of the table each
+    rows = re.findall(r"^\| (\d) \| (\d) \| [-+][\d.]+ s \| ([\d,]+) \| ([\d,]+) \|$", done.stdout, re.M)
+    assert [(p, w) for p, w, _, _ in rows] == [("1", "1"), ("2", "2"), ("3", "3"), ("4", "4")]
+    assert all(made == arrived and made != "0" for _, _, made, arrived in rows), rows
+    assert "per worker id, ids out of apply (commit) order: 0" in done.stdout
+    late = int(re.search(r"out of time order by at most (\d+) ms", done.stdout).group(1))
+    assert late <= 4000 + 100, f"rows by id are {late} ms out of time order, more than the clocks' skew"
+    assert (tmp_path / "out" / "fleet.md").read_text().strip().endswith(verdict)
+    assert running_postmasters(tmp_path / "servers") == []
+
+
+def test_two_publishers_with_one_worker_id_are_reported_before_the_first_duplicate(tmp_path):
+    done = fleet("--publishers", "2", "--seconds", "3", "--rate-rows", "10000", "--clash", base=tmp_path)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert re.search(r"worker-id clashes seen by idgen_fleet.watch: 1; worker id 1: "
+                     r"subscription fleet[12] and subscription fleet[12]", done.stdout), out
+    assert done.stdout.strip().splitlines()[-1].endswith("1 clashes - FAILED")
+    log = open(os.path.join(tmp_path, "sub", "logs", "postgresql.log"), errors="replace").read()
+    warning = log.find("idgen fleet: snowflake worker id 1 arrives from two origins")
+    assert warning >= 0, log[-3000:]
+    assert "HINT:  Give every server that issues snowflake ids its own idgen.worker_id" in log
+    duplicate = log.find("duplicate key value violates unique constraint")
+    assert duplicate == -1 or warning < duplicate, "the first duplicate came before the warning"
+
+
+def test_an_interrupted_run_leaves_no_server_running(tmp_path):
+    proc = subprocess.Popen([sys.executable, FLEET, "--publishers", "2", "--seconds", "120", "--base", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while len(running_postmasters(tmp_path)) < 3:   # both publishers and the subscriber
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() else "slow"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert "interrupted (SIGINT); every server it started is stopped" in output
+    assert running_postmasters(tmp_path) == []
