@@ -79,3 +79,21 @@ def test_an_interrupted_run_leaves_no_server_running(tmp_path):
     assert proc.returncode == 130, output
     assert "interrupted (SIGINT); every server it started is stopped" in output
     assert running_postmasters(tmp_path) == []
+
+
+def test_a_failed_run_leaves_no_server_running(tmp_path):
+    # A server build without pgbench: the servers start, the load fails, and every server the
+    # run started is stopped on the way out.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real = os.environ.get("PG_BIN") or "/usr/lib/postgresql/15/bin"
+    for name in os.listdir(real):
+        if name != "pgbench":
+            os.symlink(os.path.join(real, name), bin_dir / name)
+    env = {**os.environ, "PG_BIN": str(bin_dir)}
+    done = subprocess.run([sys.executable, FLEET, "--publishers", "2", "--seconds", "1", "--base",
+                           str(tmp_path / "servers")], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "fleet: failed:" in done.stderr and "every server it started is stopped" in done.stderr
+    assert len(glob.glob(os.path.join(str(tmp_path / "servers"), "*", "data"))) == 3, "the servers never started"
+    assert running_postmasters(tmp_path / "servers") == []
