@@ -244,11 +244,6 @@ impl SharedState {
         true
     }
 
-    /// Unix ms up to which ids may be issued now.
-    pub fn horizon_unix_ms(&self) -> u64 {
-        self.horizon_unix_ms.load(Ordering::Acquire)
-    }
-
     /// The last millisecond issued (Unix ms), or the seed: what a clean shutdown records.
     pub fn high_water_unix_ms(&self, epoch_unix_ms: u64) -> u64 {
         unpack(self.word.load(Ordering::Acquire)).0 + epoch_unix_ms

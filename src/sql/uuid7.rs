@@ -25,11 +25,8 @@ fn next_v7_bytes() -> [u8; 16] {
         // UUIDs share the snowflake horizon, so that those made after a restart, a crash or a
         // failover sort above those made before: one atomic load per UUID, and about twice a
         // second, a WAL record and the file.
-        let bound = uuid7::next_ms_bound(word, now);
-        if bound + snowflake::HORIZON_LEAD_MS / 2 > state.horizon_unix_ms() {
-            snowflake::cover(state, bound, &mut clock::Backend)
-                .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
-        }
+        snowflake::cover(state, uuid7::next_ms_bound(word, now), &mut clock::Backend)
+            .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
     }
     with_rng(|rng| uuid7::next(word, now, rng))
 }
