@@ -194,3 +194,29 @@ py() {
   local script=$1; shift
   as_postgres env PG_BIN="$PG_BIN" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" "$HERE/$script" "$@"
 }
+
+# The releases the upgrade test starts from (pg_test/test_upgrade.py), by the commit each was
+# made from: its tag may be missing from a clone, its commit is not.
+declare -A RELEASE_COMMIT=([0.1.0]=edf48b1f8700028e93cc440727e0d72ad953399f)
+
+# Builds idgen VERSION for $PG from the git history, once: the files `cargo pgrx package` lays
+# out, in $(pg_home)/idgen-VERSION/pgNN, readable by the postgres user. Prints that folder.
+build_release() {
+  local version=$1 commit=${RELEASE_COMMIT[$1]}
+  local out; out="$(pg_home)/idgen-$version/pg$PG"
+  if [ ! -f "$out/.built" ]; then
+    git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null \
+      || die "the upgrade test builds idgen $version from commit $commit, which this clone lacks (shallow?): run 'git fetch --unshallow' (or clone the whole history), then run again"
+    log "building idgen $version (commit ${commit:0:7}) for PostgreSQL $PG, for the upgrade test"
+    local src="$ROOT/target/upgrade/src-$version"
+    rm -rf "$src" "$out.tmp" && mkdir -p "$src" "$(dirname "$out")"
+    git -C "$ROOT" archive "$commit" | tar -x -C "$src"
+    # No link-time optimisation: the old release's code is what is tested, not its speed.
+    (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/upgrade/target" CARGO_PROFILE_RELEASE_LTO=off \
+      CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$out.tmp" >/dev/null)
+    touch "$out.tmp/.built"
+    chmod -R a+rX "$(dirname "$out")"
+    rm -rf "$out" && mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}

@@ -48,3 +48,7 @@ pub fn timestamp_of_unix_ms(ms: u64) -> TimestampWithTimeZone {
         .raise()
     })
 }
+
+// snowflake_convert_column() and uuid_v7_convert_column(), since 0.2.0: a few DDL statements
+// each, so PL/pgSQL. The same text is in the upgrade script sql/idgen--0.1.0--0.2.0.sql.
+pgrx::extension_sql_file!("convert.sql", name = "convert", finalize);

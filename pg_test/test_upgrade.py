@@ -1,0 +1,251 @@
+"""A database's life with idgen: ALTER EXTENSION UPDATE from the first release, and dump and
+restore.
+
+The upgrade test installs idgen 0.1.0 as built from the git history (pg_test/run builds it, with
+`build_release` in install.sh, and names it in $IDGEN_OLD_PACKAGE) into a private copy of the
+server's installation, fills a database that uses idgen everywhere a column can (DEFAULTs,
+expression indexes, a partitioned table, a generated column, a view), then installs this build
+over it, restarts, runs ALTER EXTENSION idgen UPDATE, and checks that (a) everything still works
+and (b) the extension's objects are exactly those of a fresh CREATE EXTENSION of this build. So a
+change of the SQL API that ships without its upgrade script in sql/ fails here.
+"""
+
+import difflib
+import glob
+import os
+import shutil
+import subprocess
+
+import cluster
+import psycopg2
+import pytest
+
+OLD_VERSION = "0.1.0"
+
+
+def current_version():
+    with open(os.path.join(cluster.pg_config("--sharedir"), "extension", "idgen.control")) as f:
+        for line in f:
+            if line.startswith("default_version"):
+                return line.split("=")[1].strip().strip("'")
+    raise AssertionError("idgen.control has no default_version")
+
+
+# ---- a private server installation ------------------------------------------------------------
+
+
+def private_server(dest):
+    """A copy of the server's bin, lib and share folders under dest, laid out as the original is
+    relative to each other, so the copied postgres finds its own lib and share (PostgreSQL
+    locates them relative to its executable). Returns its (bindir, pkglibdir, extension dir)."""
+    dirs = [cluster.pg_config(f) for f in ("--bindir", "--pkglibdir", "--sharedir")]
+    common = os.path.commonpath(dirs)
+    copies = [os.path.join(dest, os.path.relpath(d, common)) for d in dirs]
+    for d, copy in zip(dirs, copies):
+        shutil.copytree(d, copy, symlinks=True, dirs_exist_ok=True)
+    return copies[0], copies[1], os.path.join(copies[2], "extension")
+
+
+def idgen_files(tree):
+    """idgen's installed files under tree: the library, the control file, the SQL scripts."""
+    found = [p for p in glob.glob(os.path.join(tree, "**", "*"), recursive=True)
+             if os.path.basename(p) in ("idgen.so", "idgen.control") or
+             (os.path.basename(p).startswith("idgen--") and p.endswith(".sql"))]
+    return sorted(found)
+
+
+def install_idgen(server, files):
+    """Replaces every idgen file of the private server by files, as a package upgrade does."""
+    _, libdir, extdir = server
+    for old in glob.glob(os.path.join(extdir, "idgen*")) + glob.glob(os.path.join(libdir, "idgen.so")):
+        os.remove(old)
+    for f in files:
+        shutil.copy(f, libdir if f.endswith(".so") else extdir)
+
+
+def this_build():
+    lib = os.path.join(cluster.pg_config("--pkglibdir"), "idgen.so")
+    ext = os.path.join(cluster.pg_config("--sharedir"), "extension")
+    return [lib, *sorted(glob.glob(os.path.join(ext, "idgen.control")) + glob.glob(os.path.join(ext, "idgen--*.sql")))]
+
+
+def old_release():
+    package = os.environ.get("IDGEN_OLD_PACKAGE")
+    if not package:
+        pytest.fail("IDGEN_OLD_PACKAGE is not set: run the tests with `make test`, which builds idgen "
+                    f"{OLD_VERSION} from the git history for this test")
+    files = idgen_files(package)
+    names = sorted(os.path.basename(f) for f in files)
+    assert names == sorted(["idgen.so", "idgen.control", f"idgen--{OLD_VERSION}.sql"]), files
+    return files
+
+
+# ---- a database that uses idgen everywhere a column can ------------------------------------
+
+
+def fill(c, db):
+    """Tables whose DEFAULTs, expression indexes, partition bounds, generated column and view
+    use idgen, with rows. Returns the epoch (ms) the generated column was made with."""
+    epoch = int(c.one("SHOW idgen.epoch", db=db))
+    now_id = c.one("SELECT snowflake_from_timestamp(now())", db=db)
+    c.q("CREATE SEQUENCE code_seq",
+        "CREATE TABLE orders ("
+        " id bigint PRIMARY KEY DEFAULT snowflake_next(),"
+        " ref uuid NOT NULL UNIQUE DEFAULT uuid_v7(),"
+        " code text NOT NULL UNIQUE DEFAULT base62_encode(nextval('code_seq'), 6),"
+        f" made timestamptz GENERATED ALWAYS AS (snowflake_timestamp(id, {epoch})) STORED,"
+        " n int)",
+        "CREATE INDEX orders_worker ON orders (snowflake_worker_id(id))",
+        "CREATE INDEX orders_ref_time ON orders (uuid_v7_timestamp(ref))",
+        "CREATE TABLE events (id bigint DEFAULT snowflake_next(), n int, PRIMARY KEY (id)) PARTITION BY RANGE (id)",
+        f"CREATE TABLE events_before PARTITION OF events FOR VALUES FROM (MINVALUE) TO ({now_id})",
+        f"CREATE TABLE events_after PARTITION OF events FOR VALUES FROM ({now_id}) TO (MAXVALUE)",
+        "CREATE VIEW order_links AS SELECT id, uuid_to_base62(ref) AS link, snowflake_sequence(id) AS seq FROM orders",
+        db=db)
+    add_rows(c, db, 1, 500)
+    return epoch
+
+
+def add_rows(c, db, first, last):
+    c.q(f"INSERT INTO orders (n) SELECT g FROM generate_series({first}, {last}) g",
+        f"INSERT INTO events (n) SELECT g FROM generate_series({first}, {last}) g", db=db)
+
+
+def check_works(c, db, epoch, rows):
+    """Everything fill() made still does its job, with rows rows in each table."""
+    assert c.q("SELECT count(*), count(DISTINCT id), count(DISTINCT ref), count(DISTINCT code) FROM orders",
+               db=db) == [(rows, rows, rows, rows)]
+    # ids, UUIDs and codes grow in insertion order (n), across the restart and the upgrade
+    assert c.one("SELECT count(*) FROM (SELECT id, ref, code, lag(id) OVER w AS pid, lag(ref) OVER w AS pref,"
+                 " lag(code) OVER w AS pcode FROM orders WINDOW w AS (ORDER BY n)) s"
+                 " WHERE id <= pid OR ref <= pref OR code COLLATE \"C\" <= pcode", db=db) == 0
+    assert c.one(f"SELECT count(*) FROM orders WHERE made <> snowflake_timestamp(id, {epoch})", db=db) == 0
+    assert c.one("SELECT count(*) FROM order_links WHERE base62_to_uuid(link) IS NULL", db=db) == 0
+    # the expression indexes answer as the table does
+    by_index = c.q("SET enable_seqscan = off", "SET enable_bitmapscan = off",
+                   "SELECT count(*) FROM orders WHERE snowflake_worker_id(id) >= 0"
+                   " AND uuid_v7_timestamp(ref) > '2000-01-01'", db=db)[0][0]
+    assert by_index == rows
+    assert c.q("SELECT count(*), count(DISTINCT id) FROM events", db=db) == [(rows, rows)]
+    # rows made now land in the partition for ids from the table's creation on
+    assert c.one("SELECT count(*) FROM events_after", db=db) == rows
+
+
+def members(c, db):
+    """The extension's objects as the catalog has them: each member's identity and, for
+    functions, its whole definition (pg_get_functiondef: arguments, defaults, result, language,
+    volatility, strictness, parallel safety, cost, SET clauses, body or C symbol) with its
+    privileges and comment; then the extension's own row."""
+    rows = c.q("SELECT pg_describe_object(d.classid, d.objid, d.objsubid),"
+               " CASE WHEN d.classid = 'pg_proc'::regclass THEN pg_get_functiondef(d.objid)"
+               " || coalesce(p.proacl::text, '') || coalesce(obj_description(d.objid, 'pg_proc'), '') END"
+               " FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'"
+               " LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid"
+               " WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' ORDER BY 1, 2", db=db)
+    ext = c.q("SELECT extversion, extrelocatable, extnamespace::regnamespace::text, extconfig::text,"
+              " extcondition::text FROM pg_extension WHERE extname = 'idgen'", db=db)
+    return rows + ext
+
+
+def lines(row):
+    return "\n".join(str(x) for x in row).splitlines() if row else ["(none)"]
+
+
+def differences(fresh, upgraded):
+    """What differs, member by member, as unified diffs (fresh first)."""
+    fresh_by, upgraded_by = ({r[0]: r for r in rows} for rows in (fresh, upgraded))
+    out = []
+    for name in sorted(set(fresh_by) | set(upgraded_by)):
+        a, b = fresh_by.get(name), upgraded_by.get(name)
+        if a != b:
+            out += difflib.unified_diff(lines(a), lines(b),
+                                        f"fresh: {name}", f"upgraded: {name}", lineterm="")
+    return "\n".join(out)
+
+
+def test_alter_extension_update_from_the_first_release(cluster_factory, tmp_path):
+    new_version = current_version()
+    assert new_version != OLD_VERSION, "the version was not bumped since the first release"
+    server = private_server(str(tmp_path / "server"))
+    install_idgen(server, old_release())
+    c = cluster_factory("upgraded", start=False, bin_dir=server[0])
+    c.start()
+    c.q("CREATE DATABASE life")
+    c.q("CREATE EXTENSION idgen", db="life")
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == OLD_VERSION
+    epoch = fill(c, "life")
+    check_works(c, "life", epoch, 500)
+    c.stop()
+
+    # the package upgrade: this build's files replace 0.1.0's; the database is still at 0.1.0,
+    # and its functions, defined by 0.1.0's script, run in this build's library
+    install_idgen(server, this_build())
+    c.start()
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == OLD_VERSION
+    add_rows(c, "life", 501, 1000)
+    check_works(c, "life", epoch, 1000)
+
+    # a version with no path: a clear error, nothing changed
+    e = c.error("ALTER EXTENSION idgen UPDATE TO '9.9.9'", db="life")
+    assert e.pgcode == "22023" and "no update path" in e.diag.message_primary, e
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == OLD_VERSION
+
+    c.q("ALTER EXTENSION idgen UPDATE", db="life")
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == new_version
+    add_rows(c, "life", 1001, 1500)
+    check_works(c, "life", epoch, 1500)
+
+    # the upgraded extension is exactly a fresh one
+    c.q("CREATE DATABASE fresh")
+    c.q("CREATE EXTENSION idgen", db="fresh")
+    upgraded, fresh = members(c, "life"), members(c, "fresh")
+    assert upgraded == fresh, differences(fresh, upgraded)
+    # and the comparison sees a member that is not there
+    c.q("ALTER EXTENSION idgen DROP FUNCTION uuid_v7_convert_column(regclass, name)", db="fresh")
+    assert members(c, "fresh") != upgraded
+    c.stop()
+
+
+# ---- dump and restore -----------------------------------------------------------------------
+
+
+def dump_restore(c, src, dest_cluster, dest, tmp_path):
+    dump = str(tmp_path / f"{src}.dump")
+    bindir = c.bin_dir
+    subprocess.run([os.path.join(bindir, "pg_dump"), "-Fc", "-h", c.socket_dir, "-p", str(c.port),
+                    "-U", "postgres", "-f", dump, src], check=True, capture_output=True)
+    dest_cluster.q(f"CREATE DATABASE {dest}")
+    subprocess.run([os.path.join(bindir, "pg_restore"), "-h", dest_cluster.socket_dir, "-p", str(dest_cluster.port),
+                    "-U", "postgres", "-d", dest, "--exit-on-error", dump], check=True, capture_output=True)
+
+
+def test_dump_and_restore_into_a_fresh_database_and_a_fresh_server(cluster_factory, tmp_path):
+    c = cluster_factory("source")
+    c.q("CREATE DATABASE app")
+    c.q("CREATE EXTENSION idgen", db="app")
+    epoch = fill(c, "app")
+    high = c.q("SELECT max(id), (SELECT max(ref::text) FROM orders), max(code COLLATE \"C\") FROM orders", db="app")[0]
+    high_event = c.one("SELECT max(id) FROM events", db="app")
+
+    other = cluster_factory("target", worker_id=2)
+    for target, db in ((c, "restored"), (other, "app")):
+        dump_restore(c, "app", target, db, tmp_path)
+        assert target.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db=db) == current_version()
+        check_works(target, db, epoch, 500)
+        add_rows(target, db, 501, 1000)
+        check_works(target, db, epoch, 1000)
+        # the restored sequence behind the codes went on where it was, and new ids are above the old
+        assert target.one(f"SELECT count(*) FROM orders WHERE n > 500 AND (id <= {high[0]} OR ref <= '{high[1]}'"
+                          f" OR code COLLATE \"C\" <= '{high[2]}')", db=db) == 0
+        assert target.one(f"SELECT count(*) FROM events WHERE n > 500 AND id <= {high_event}", db=db) == 0
+
+
+def test_psql_refuses_the_upgrade_script_outside_alter_extension(cluster_factory):
+    script = os.path.join(cluster.pg_config("--sharedir"), "extension", f"idgen--{OLD_VERSION}--{current_version()}.sql")
+    assert os.path.exists(script), f"no upgrade script {script}: ship one in sql/ for every change of the SQL API"
+    c = cluster_factory("psql")
+    done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-h", c.socket_dir, "-p", str(c.port), "-U", "postgres",
+                           "-X", "-v", "ON_ERROR_STOP=1", "-f", script, "postgres"], capture_output=True, text=True)
+    assert "ALTER EXTENSION idgen UPDATE" in done.stdout + done.stderr
+    with pytest.raises(psycopg2.errors.UndefinedFunction):
+        c.q("SELECT 'snowflake_convert_column(regclass, name, boolean)'::regprocedure")
