@@ -39,7 +39,8 @@ def column(c, table, col="id"):
 
 def test_a_serial_key_and_the_columns_that_reference_it(db):
     db.q("CREATE TABLE customers (id serial PRIMARY KEY, name text, referred_by int REFERENCES customers)",
-         "CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id integer NOT NULL REFERENCES customers ON DELETE CASCADE)",
+         "CREATE TABLE orders (id bigserial PRIMARY KEY,"
+         " customer_id integer NOT NULL REFERENCES customers ON DELETE CASCADE)",
          "CREATE TABLE visits (customer_id int REFERENCES customers, at date NOT NULL) PARTITION BY RANGE (at)",
          "CREATE TABLE visits_2026 PARTITION OF visits FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')",
          "INSERT INTO customers (name, referred_by) SELECT 'c' || g, NULLIF(g - 1, 0) FROM generate_series(1, 1000) g",
@@ -131,7 +132,8 @@ REFUSALS = [
     ("CREATE TABLE t (id serial, v int)", "snowflake_convert_column('t')", "55000", "is not a key"),
     ("CREATE TABLE t (id int PRIMARY KEY)", "snowflake_convert_column('t')", "55000", "no sequence"),
     ("CREATE TABLE t (id serial PRIMARY KEY)", "snowflake_convert_column('t', 'nope')", "42703", "does not exist"),
-    ("CREATE TABLE t (id bigserial PRIMARY KEY); INSERT INTO t VALUES (snowflake_from_timestamp(now() + interval '1 day'))",
+    ("CREATE TABLE t (id bigserial PRIMARY KEY);"
+     " INSERT INTO t VALUES (snowflake_from_timestamp(now() + interval '1 day'))",
      "snowflake_convert_column('t')", "55000", "at or above the first snowflake id"),
     ("CREATE TABLE t (id serial PRIMARY KEY); CREATE VIEW v AS SELECT * FROM t",
      "snowflake_convert_column('v')", "42809", "is not a table"),

@@ -41,7 +41,7 @@ def private_server(dest):
     dirs = [cluster.pg_config(f) for f in ("--bindir", "--pkglibdir", "--sharedir")]
     common = os.path.commonpath(dirs)
     copies = [os.path.join(dest, os.path.relpath(d, common)) for d in dirs]
-    for d, copy in zip(dirs, copies):
+    for d, copy in zip(dirs, copies, strict=True):
         shutil.copytree(d, copy, symlinks=True, dirs_exist_ok=True)
     return copies[0], copies[1], os.path.join(copies[2], "extension")
 
@@ -241,7 +241,8 @@ def test_dump_and_restore_into_a_fresh_database_and_a_fresh_server(cluster_facto
 
 
 def test_psql_refuses_the_upgrade_script_outside_alter_extension(cluster_factory):
-    script = os.path.join(cluster.pg_config("--sharedir"), "extension", f"idgen--{OLD_VERSION}--{current_version()}.sql")
+    script = os.path.join(cluster.pg_config("--sharedir"), "extension",
+                          f"idgen--{OLD_VERSION}--{current_version()}.sql")
     assert os.path.exists(script), f"no upgrade script {script}: ship one in sql/ for every change of the SQL API"
     c = cluster_factory("psql")
     done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-h", c.socket_dir, "-p", str(c.port), "-U", "postgres",
