@@ -21,6 +21,7 @@ import psycopg2
 import pytest
 
 OLD_VERSION = "0.1.0"
+SYSTEM_LIBS = ("/lib/", "/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/")
 
 
 def current_version():
@@ -37,20 +38,28 @@ def current_version():
 def private_server(dest):
     """A copy of the server's bin, lib and share folders under dest, laid out as the original is
     relative to each other, so the copied postgres finds its own lib and share (PostgreSQL
-    locates them relative to its executable). Returns its (bindir, pkglibdir, extension dir)."""
+    locates them relative to its executable); with the folders of any libraries the programs
+    load from outside the system's (the wheels' own libpq, found through a relative RPATH).
+    Returns its (bindir, pkglibdir, extension dir)."""
     dirs = [cluster.pg_config(f) for f in ("--bindir", "--pkglibdir", "--sharedir")]
-    common = os.path.commonpath(dirs)
-    copies = [os.path.join(dest, os.path.relpath(d, common)) for d in dirs]
-    for d, copy in zip(dirs, copies, strict=True):
+    bundled = set()
+    for program in ("postgres", "initdb", "pg_ctl"):
+        linked = subprocess.run(["ldd", os.path.join(dirs[0], program)], capture_output=True, text=True).stdout
+        for line in linked.splitlines():
+            path = line.split("=>")[1].split("(")[0].strip() if "=>" in line else ""
+            if path.startswith("/") and not path.startswith(SYSTEM_LIBS):
+                bundled.add(os.path.dirname(path))
+    anchor = os.path.commonpath(dirs + sorted(bundled))
+    copies = [os.path.join(dest, os.path.relpath(d, anchor)) for d in dirs + sorted(bundled)]
+    for d, copy in zip(dirs + sorted(bundled), copies, strict=True):
         shutil.copytree(d, copy, symlinks=True, dirs_exist_ok=True)
     return copies[0], copies[1], os.path.join(copies[2], "extension")
 
 
 def idgen_files(tree):
     """idgen's installed files under tree: the library, the control file, the SQL scripts."""
-    found = [p for p in glob.glob(os.path.join(tree, "**", "*"), recursive=True)
-             if os.path.basename(p) in ("idgen.so", "idgen.control") or
-             (os.path.basename(p).startswith("idgen--") and p.endswith(".sql"))]
+    found = [os.path.join(d, f) for d, _, files in os.walk(tree) for f in files  # glob skips .pg/
+             if f in ("idgen.so", "idgen.control") or (f.startswith("idgen--") and f.endswith(".sql"))]
     return sorted(found)
 
 
@@ -250,3 +259,66 @@ def test_psql_refuses_the_upgrade_script_outside_alter_extension(cluster_factory
     assert "ALTER EXTENSION idgen UPDATE" in done.stdout + done.stderr
     with pytest.raises(psycopg2.errors.UndefinedFunction):
         c.q("SELECT 'snowflake_convert_column(regclass, name, boolean)'::regprocedure")
+
+
+# ---- pg_upgrade 15 -> 18 --------------------------------------------------------------------
+
+PG15_BIN = "/usr/lib/postgresql/15/bin"
+LIBC = ["--locale=en_US.UTF-8"]  # pg_upgrade needs the same locale provider on both sides
+
+
+def pg_upgrade(old, new, cwd):
+    done = subprocess.run([os.path.join(cluster.pg_bin(), "pg_upgrade"), "-b", PG15_BIN, "-B", cluster.pg_bin(),
+                           "-d", old.data_dir, "-D", new.data_dir, "-s", new.socket_dir,
+                           "-p", str(old.port), "-P", str(new.port)],
+                          cwd=str(cwd), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+
+
+def test_pg_upgrade_from_15_with_the_horizon_carried_over_never_reissues(cluster_factory, pg_major, tmp_path):
+    """pg_upgrade does not copy idgen_horizon. The README's step copies it from the old data
+    directory to the new one before the new server first starts; then a new server whose clock
+    is behind the old one's waits (or raises 58000) instead of issuing ids the old one issued.
+    Without the step the same new server does issue ids below the old ones."""
+    if pg_major < 18:
+        pytest.skip("an upgrade to 18 needs PostgreSQL 18")
+    if not os.path.exists(os.path.join(PG15_BIN, "postgres")) or not os.path.exists(
+            "/usr/share/postgresql/15/extension/idgen.control"):
+        pytest.skip("needs Debian's PostgreSQL 15 with idgen installed (make test installs it)")
+    old = cluster_factory("old15", bin_dir=PG15_BIN, initdb_options=LIBC, fake_clock=True, start=False)
+    old.clock.set("+30s")  # the old server's clock is 30 s ahead of the new one's
+    old.start()
+    old.q("CREATE EXTENSION idgen",
+          "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), u uuid UNIQUE DEFAULT uuid_v7(), n int)",
+          "INSERT INTO t (n) SELECT g FROM generate_series(1, 1000) g")
+    high_id, high_u = old.q("SELECT max(id), max(u::text) FROM t")[0]
+    # as in test_pg18_core_names: Debian 15.20's pg_attver attribute option, which 18.6 rejects
+    old.q("UPDATE pg_attribute SET attoptions = NULL WHERE attoptions::text LIKE '%pg_attver%'"
+          " AND attrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace)")
+    old.stop()
+
+    for carried in (True, False):
+        name = "new18" if carried else "new18-without-the-step"
+        new = cluster_factory(name, start=False, initdb_options=[*LIBC, "--no-data-checksums"],
+                              conf=["idgen.max_clock_wait = 0"])
+        (tmp_path / f"{name}-logs").mkdir()
+        pg_upgrade(old, new, tmp_path / f"{name}-logs")
+        if carried:  # the README's step
+            shutil.copy(os.path.join(old.data_dir, "idgen_horizon"), os.path.join(new.data_dir, "idgen_horizon"))
+        new.with_fake_clock()
+        new.start()
+        if not carried:
+            first = new.one("SELECT snowflake_next()")
+            assert first < high_id, "the control: without the step, the slower clock's ids fall below the old ones"
+            new.stop()
+            continue
+        e = new.error("SELECT snowflake_next()")
+        assert e.pgcode == "58000", e
+        # uuid_v7() resumes above the old UUIDs at once: its counter moves on past the mark
+        new.q("INSERT INTO t (id, n) SELECT -g, g FROM generate_series(1, 100) g")
+        assert new.one(f"SELECT count(*) FROM t WHERE id < 0 AND u::text <= '{high_u}'") == 0
+        new.clock.set("+31s")
+        new.q("INSERT INTO t (n) SELECT g FROM generate_series(1001, 2000) g")
+        assert new.one(f"SELECT count(*) FROM t WHERE n > 1000 AND (id <= {high_id} OR u::text <= '{high_u}')") == 0
+        assert new.q("SELECT count(*), count(DISTINCT id) FROM t") == [(2100, 2100)]
+        new.stop()
