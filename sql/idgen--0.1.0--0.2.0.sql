@@ -24,6 +24,11 @@ DECLARE
   widen record;
   view_name text;
 BEGIN
+  IF tbl IS NULL OR col IS NULL OR drop_sequence IS NULL THEN
+    RAISE EXCEPTION 'snowflake_convert_column: the table, the column and drop_sequence must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Name the table, e.g. snowflake_convert_column(''orders''); the column defaults to id.';
+  END IF;
   SELECT c.relkind, c.relispartition, c.relname, n.nspname INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
   IF rel.relkind = 'p' OR rel.relispartition
@@ -164,6 +169,11 @@ DECLARE
   num int2;
   default_expr text;
 BEGIN
+  IF tbl IS NULL OR col IS NULL THEN
+    RAISE EXCEPTION 'uuid_v7_convert_column: the table and the column must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Name the table, e.g. uuid_v7_convert_column(''documents''); the column defaults to id.';
+  END IF;
   SELECT c.relkind INTO kind FROM pg_class c WHERE c.oid = tbl;
   IF kind NOT IN ('r', 'p') THEN
     RAISE EXCEPTION 'uuid_v7_convert_column: % is not a table', tbl
