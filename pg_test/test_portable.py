@@ -1,0 +1,378 @@
+"""The portable edition (sql/portable/idgen_portable.sql) against the extension: the same results
+and SQLSTATEs for the deterministic functions over 100,000 random inputs and every boundary; its
+generators' uniqueness and order under concurrent clients and a clock stepped back; installed and
+used by a role that is not a superuser on a server without idgen; and the switch to the
+extension (sql/portable/switch_to_extension.sql) with no id reissued."""
+
+import os
+import subprocess
+import threading
+import time
+
+import psycopg2
+import pytest
+from conftest import ROOT
+from test_upgrade import install_idgen, private_server
+
+PORTABLE = os.path.join(ROOT, "sql", "portable", "idgen_portable.sql")
+SWITCH = os.path.join(ROOT, "sql", "portable", "switch_to_extension.sql")
+DEFAULT = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+ALPHABET2 = "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA9876543210"  # reversed: also 62 distinct
+ROWS = 100_000
+EPOCH = 1288834974657
+
+
+def psql(c, path, *variables, db="postgres", user="postgres"):
+    cmd = [os.path.join(c.bin_dir, "psql"), "-X", "-q", "-h", c.socket_dir, "-p", str(c.port), "-U", user,
+           "-d", db, "-v", "ON_ERROR_STOP=1"]
+    for v in variables:
+        cmd += ["-v", v]
+    return subprocess.run([*cmd, "-f", path], capture_output=True, text=True)
+
+
+def install(c, *variables, db="postgres", user="postgres"):
+    done = psql(c, PORTABLE, *variables, db=db, user=user)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+# ---- parity with the extension ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def both(module_factory):
+    """The extension in public and the portable edition in schema portable, in one database."""
+    c = module_factory("parity", worker_id=1)
+    c.q("CREATE DATABASE parity")
+    c.q("CREATE EXTENSION idgen", "CREATE SCHEMA portable",
+        # the SQLSTATE a statement raises, or 'ok'
+        "CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$"
+        " BEGIN EXECUTE q; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END $$",
+        db="parity")
+    install(c, "worker_id=1", "schema=portable", db="parity")
+    return c
+
+
+# Inputs: 100,000 random rows plus the boundaries, as SQL with a column x (and w, a where used).
+NUMBERS = (f"SELECT x FROM (SELECT setseed(0.42)) s, LATERAL (SELECT ((random() * 9223372036854775807)::bigint"
+           f" >> (random() * 63)::int) AS x FROM generate_series(1, {ROWS})) g"
+           " UNION ALL SELECT unnest(ARRAY[0, 1, 61, 62, 63, 3843, 3844, 9223372036854775807]::bigint[])"
+           " UNION ALL SELECT (62::numeric ^ k + d)::bigint FROM generate_series(1, 10) k, unnest(ARRAY[-1, 0, 1]) d")
+UUIDS = (f"SELECT x FROM (SELECT setseed(0.43)) s, LATERAL (SELECT CASE WHEN g % 2 = 0 THEN gen_random_uuid()"
+         f" ELSE public.uuid_v7() END AS x FROM generate_series(1, {ROWS}) g) g"
+         " UNION ALL SELECT unnest(ARRAY['00000000-0000-0000-0000-000000000000',"
+         " 'ffffffff-ffff-ffff-ffff-ffffffffffff', '00000000-0000-0000-0000-000000000001']::uuid[])")
+TIMES = (f"SELECT x FROM (SELECT setseed(0.44)) s, LATERAL (SELECT 'epoch'::timestamptz + interval '1 microsecond'"
+         f" * floor(random() * 1e13 * random()) AS x FROM generate_series(1, {ROWS})) g"
+         " UNION ALL SELECT unnest(ARRAY['1970-01-01 00:00:00+00', '1970-01-01 00:00:00.000999+00',"
+         " '2010-11-04 01:42:54.657+00', '2010-11-04 01:42:54.656999+00', '2080-07-10 17:30:30.208+00',"
+         " '2080-07-10 17:30:30.208999+00', '2026-12-01 12:00:00.123456+00']::timestamptz[])")
+V7_TIMES = (f"SELECT x FROM (SELECT setseed(0.45)) s, LATERAL (SELECT 'epoch'::timestamptz + interval '1 microsecond'"
+            f" * floor(random() * 2.8e17 * random() ^ 4) AS x FROM generate_series(1, {ROWS})) g"
+            " UNION ALL SELECT unnest(ARRAY['1970-01-01 00:00:00+00',"
+            " '10889-08-02 05:31:50.655999+00']::timestamptz[])")
+
+PARITY = [
+    # (name, inputs, expression of x with {s} for the schema)
+    ("base62_encode", NUMBERS, "{s}.base62_encode(x)"),
+    ("base62_encode width 11", NUMBERS, "{s}.base62_encode(x, 11)"),
+    ("base62_encode width 11..64, another alphabet", NUMBERS,
+     f"{{s}}.base62_encode(x, 11 + (x % 54)::int, '{ALPHABET2}')"),
+    ("base62_decode", NUMBERS, "{s}.base62_decode(public.base62_encode(x, 11 * (x % 2)::int))"),
+    ("base62_decode padded, another alphabet", NUMBERS,
+     f"{{s}}.base62_decode(public.base62_encode(x, 20, '{ALPHABET2}'), '{ALPHABET2}')"),
+    ("uuid_to_base62", UUIDS, "{s}.uuid_to_base62(x)"),
+    ("uuid_to_base62, another alphabet", UUIDS, f"{{s}}.uuid_to_base62(x, '{ALPHABET2}')"),
+    ("base62_to_uuid", UUIDS, "{s}.base62_to_uuid(public.uuid_to_base62(x))"),
+    ("base62_to_uuid unpadded", UUIDS,
+     "{s}.base62_to_uuid(coalesce(nullif(ltrim(public.uuid_to_base62(x), '0'), ''), '0'))"),
+    ("snowflake_timestamp", NUMBERS, "{s}.snowflake_timestamp(x)"),
+    ("snowflake_timestamp at an epoch", NUMBERS, "{s}.snowflake_timestamp(x, (x % 2147483647001))"),
+    ("snowflake_worker_id", NUMBERS, "{s}.snowflake_worker_id(x)"),
+    ("snowflake_sequence", NUMBERS, "{s}.snowflake_sequence(x)"),
+    ("snowflake_from_timestamp at epoch 0", TIMES,
+     "CASE WHEN x < 'epoch'::timestamptz + interval '2199023255552 ms' THEN {s}.snowflake_from_timestamp(x, 0) END"),
+    ("snowflake_from_timestamp", TIMES,
+     "CASE WHEN x >= '2010-11-04 01:42:54.657+00' AND x < '2080-07-10 17:30:30.209+00'"
+     " THEN {s}.snowflake_from_timestamp(x) END"),
+    ("uuid_v7_timestamp", V7_TIMES, "{s}.uuid_v7_timestamp(public.uuid_v7(x))"),
+    ("uuid_v7_boundary", V7_TIMES, "{s}.uuid_v7_boundary(x)"),
+    ("uuid_v7(ts)'s time", V7_TIMES, "public.uuid_v7_timestamp({s}.uuid_v7(x))"),
+]
+
+
+@pytest.mark.parametrize("name,inputs,expr", PARITY, ids=[p[0] for p in PARITY])
+def test_every_deterministic_function_returns_what_the_extension_returns(both, name, inputs, expr):
+    ext, port = expr.format(s="public"), expr.format(s="portable")
+    total, differ, examples = both.q(
+        f"SELECT count(*), count(*) FILTER (WHERE a IS DISTINCT FROM b),"
+        f" (array_agg(format('%s: %s vs %s', x, a, b)) FILTER (WHERE a IS DISTINCT FROM b))[1:3]"
+        f" FROM (SELECT x, {ext} AS a, {port} AS b FROM ({inputs}) i) r", db="parity")[0]
+    assert total >= ROWS and differ == 0, examples
+
+
+def test_uuid_v7_ts_makes_version_7_with_random_bits(both):
+    rows = both.q("SELECT count(DISTINCT u), bool_and(substr(u::text, 15, 1) = '7'),"
+                  " bool_and(substr(u::text, 20, 1) IN ('8', '9', 'a', 'b'))"
+                  " FROM (SELECT portable.uuid_v7('2026-01-01 00:00:00+00') AS u FROM generate_series(1, 1000)) s",
+                  db="parity")
+    assert rows == [(1000, True, True)]
+
+
+BAD = [
+    "base62_encode(-1)", "base62_encode(-9223372036854775808)", "base62_encode(1, -1)", "base62_encode(1, 65)",
+    "base62_encode(62, 1)", "base62_encode(9223372036854775807, 10)", "base62_encode(-1, 99)",
+    "base62_encode(1, 0, 'abc')", f"base62_encode(1, 0, '{DEFAULT[:-1]}é')", f"base62_encode(1, 0, '{DEFAULT[:-1]}0')",
+    f"base62_encode(1, 0, '{DEFAULT[:-1]}' || chr(7))", f"base62_encode(-1, 0, '{DEFAULT[:-1]}0')",
+    "base62_encode(1, 0, '')", f"base62_encode(1, 0, '{DEFAULT}x')",
+    "base62_decode('')", "base62_decode('!')", "base62_decode('abc!')", "base62_decode('é')", "base62_decode(' 1')",
+    "base62_decode('AzL8n0Y58m8')", "base62_decode('zzzzzzzzzzz')", "base62_decode('zzzzzzzzzzzz!')",
+    "base62_decode(repeat('z', 30) || '!')", "base62_decode('', 'abc')", "base62_decode('1', 'abc')",
+    "base62_to_uuid('')", "base62_to_uuid('7n42DGM5Tflk9n8mt7Fhc8')", "base62_to_uuid(repeat('z', 23))",
+    "base62_to_uuid('0!')", "uuid_to_base62(gen_random_uuid(), 'x')",
+    "snowflake_timestamp(-1)", "snowflake_timestamp(-1, 0)", "snowflake_timestamp(1, -1)",
+    "snowflake_timestamp(1, 2147483647001)", "snowflake_timestamp(-1, -1)", "snowflake_worker_id(-1)",
+    "snowflake_sequence(-9223372036854775808)",
+    "snowflake_from_timestamp('infinity')", "snowflake_from_timestamp('-infinity')",
+    "snowflake_from_timestamp('2010-11-04 01:42:54.656+00')", "snowflake_from_timestamp('2080-07-10 17:30:30.209+00')",
+    "snowflake_from_timestamp('infinity', -1)", "snowflake_from_timestamp(now(), 2147483647001)",
+    "snowflake_from_timestamp('1969-12-31 23:59:59.999+00', 0)",
+    "uuid_v7_timestamp(gen_random_uuid())", "uuid_v7_timestamp('00000000-0000-0000-0000-000000000000')",
+    "uuid_v7_timestamp('01890a5d-ac96-7000-0000-000000000000')",
+    "uuid_v7_boundary('infinity')", "uuid_v7_boundary('1969-12-31 23:59:59.999+00')",
+    "uuid_v7_boundary('10889-08-02 05:31:50.656+00')", "uuid_v7('-infinity')", "uuid_v7('1969-12-31 23:59:59.999+00')",
+]
+
+
+@pytest.mark.parametrize("call", BAD)
+def test_every_bad_input_raises_the_extensions_sqlstate(both, call):
+    codes = [both.one(f"SELECT sqlstate_of($q$SELECT {s}.{call}$q$)", db="parity") for s in ("public", "portable")]
+    assert codes[0] != "ok", f"the extension accepts {call}"
+    assert codes[1] == codes[0], call
+
+
+NULLS = ["base62_encode(NULL)", "base62_encode(1, NULL)", "base62_decode(NULL)", "base62_decode('1', NULL)",
+         "uuid_to_base62(NULL)", "base62_to_uuid(NULL)", "snowflake_timestamp(NULL)", "snowflake_timestamp(1, NULL)",
+         "snowflake_worker_id(NULL)", "snowflake_from_timestamp(NULL)", "uuid_v7_timestamp(NULL)",
+         "uuid_v7_boundary(NULL)", "uuid_v7(NULL::timestamptz)"]
+
+
+def test_null_in_null_out(both):
+    for call in NULLS:
+        assert both.q(f"SELECT public.{call} IS NULL, portable.{call} IS NULL", db="parity") == [(True, True)], call
+
+
+def labels(c, schema):
+    return {r[0]: r[1:] for r in c.q(
+        "SELECT proname || '(' || pg_get_function_identity_arguments(oid) || ')', provolatile, proisstrict,"
+        " proparallel, pg_get_function_arguments(oid), pg_get_function_result(oid)"
+        f" FROM pg_proc WHERE pronamespace = '{schema}'::regnamespace AND proname NOT LIKE 'idgen\\_portable\\_%'"
+        " AND proname <> 'sqlstate_of'", db="parity")}
+
+
+def test_the_same_names_signatures_and_labels(both, pg_major):
+    ext, port = labels(both, "public"), labels(both, "portable")
+    only_extension = {"base62_encode_keyed(n bigint, width integer, alphabet text)",
+                      "base62_decode_keyed(code text, alphabet text)", "idgen_stats()",
+                      "snowflake_convert_column(tbl regclass, col name, drop_sequence boolean)",
+                      "uuid_v7_convert_column(tbl regclass, col name)"}
+    if pg_major < 18:
+        only_extension |= {"uuidv7()", "uuid_extract_timestamp(id uuid)"}
+    assert set(ext) - set(port) == only_extension
+    assert set(port) <= set(ext)
+    differ = {name for name in port if port[name] != ext[name]}
+    # the generators: same layout by other means, with the labels those means need
+    expected = {"snowflake_next()"} | ({"uuid_v7()"} if pg_major < 18 else set())
+    assert differ == expected, {n: (ext[n], port[n]) for n in differ}
+    assert port["snowflake_next()"][2] == "u"  # nextval() is parallel unsafe
+    if pg_major < 18:
+        assert port["uuid_v7()"][2] == "r"  # it keeps its order in a session setting
+
+
+# ---- the generators, on a server without idgen ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bare(module_factory, tmp_path_factory):
+    """A server with no idgen at all (a private copy of the installation without its files),
+    a role that may only create in schema keys, and the portable edition installed by it with
+    worker id 7."""
+    server = private_server(str(tmp_path_factory.mktemp("bare") / "server"))
+    install_idgen(server, [])
+    c = module_factory("bare", preload=False, worker_id=None, bin_dir=server[0], fake_clock=True)
+    c.q("CREATE ROLE app LOGIN", "CREATE DATABASE app", "GRANT CONNECT ON DATABASE app TO app")
+    c.q("CREATE SCHEMA keys", "GRANT USAGE, CREATE ON SCHEMA keys TO app",
+        "REVOKE CREATE ON SCHEMA public FROM PUBLIC", db="app")
+    install(c, "worker_id=7", "schema=keys", db="app", user="app")
+    c.q("CREATE TABLE keys.t (ord bigserial, id bigint PRIMARY KEY DEFAULT keys.snowflake_next(),"
+        " u uuid UNIQUE DEFAULT keys.uuid_v7(), pid int DEFAULT pg_backend_pid(), phase int)", db="app", user="app")
+    return c
+
+
+def test_installed_by_a_role_that_is_not_a_superuser_on_a_server_without_idgen(bare):
+    assert bare.one("SELECT count(*) FROM pg_available_extensions WHERE name = 'idgen'") == 0
+    assert bare.one("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'") is False
+    assert bare.one("SELECT keys.snowflake_worker_id(keys.snowflake_next())", db="app", user="app") == 7
+    # the worker id is fixed in what is installed: no session setting changes it
+    assert bare.one("SELECT set_config('idgen_portable.worker_id', '9', false)",
+                    "SELECT keys.snowflake_worker_id(keys.snowflake_next())", db="app", user="app") == 7
+    # another role may insert without any grant on the generator's state
+    bare.q("CREATE ROLE writer LOGIN", "GRANT CONNECT ON DATABASE app TO writer")
+    bare.q("GRANT USAGE ON SCHEMA keys TO writer", db="app")
+    bare.q("GRANT INSERT ON keys.t TO writer", "GRANT USAGE ON SEQUENCE keys.t_ord_seq TO writer", db="app", user="app")
+    bare.q("INSERT INTO keys.t (phase) VALUES (0)", db="app", user="writer")
+
+
+def test_without_a_worker_id_snowflake_next_names_the_variable(bare):
+    bare.q("CREATE SCHEMA nowid AUTHORIZATION app", db="app")
+    install(bare, "schema=nowid", db="app", user="app")
+    e = bare.error("SELECT nowid.snowflake_next()", db="app", user="app")
+    assert e.pgcode == "55000" and "worker_id" in e.diag.message_hint, e
+    done = psql(bare, PORTABLE, "schema=nowid", "worker_id=1024", db="app", user="app")
+    assert done.returncode != 0 and "worker_id 1024 is out of range" in done.stderr
+
+
+def assert_increasing(c, where="true"):
+    """Every row unique; within each session (pid), ids and UUIDs strictly increase in insertion order."""
+    assert c.q(f"SELECT count(*) = count(DISTINCT id) AND count(*) = count(DISTINCT u) FROM keys.t WHERE {where}",
+               db="app") == [(True,)]
+    bad = c.one("SELECT count(*) FROM (SELECT id, u, lag(id) OVER w AS pid_, lag(u) OVER w AS pu FROM keys.t"
+                f" WHERE {where} WINDOW w AS (PARTITION BY pid ORDER BY ord)) s WHERE id <= pid_ OR u <= pu", db="app")
+    assert bad == 0
+
+
+def test_concurrent_clients_never_share_an_id(bare, tmp_path):
+    script = tmp_path / "insert.sql"
+    script.write_text("INSERT INTO keys.t (phase) VALUES (1);\n")
+    bare.pgbench("-n", "-c", "4", "-j", "2", "-t", "2500", "-f", str(script), "-U", "app", db="app")
+    assert bare.one("SELECT count(*) FROM keys.t WHERE phase = 1", db="app") == 10000
+    assert_increasing(bare)
+    assert bare.one("SELECT count(DISTINCT pid) FROM keys.t WHERE phase = 1", db="app") == 4
+    assert bare.one("SELECT bool_and(keys.snowflake_worker_id(id) = 7) FROM keys.t", db="app") is True
+
+
+def test_the_clock_stepped_back_restarts_and_crashes(bare):
+    high = bare.one("SELECT max(id) FROM keys.t", db="app")
+    bare.clock.set("-5s")
+    bare.q("INSERT INTO keys.t (phase) SELECT 2 FROM generate_series(1, 2000)", db="app", user="app")
+    assert bare.one(f"SELECT min(id) > {high} FROM keys.t WHERE phase = 2", db="app") is True
+    # an hour behind: 10,000 ids in one statement carry into later milliseconds, never wrap
+    bare.clock.set("-3600s")
+    high = bare.one("SELECT max(id) FROM keys.t", db="app")
+    bare.q("INSERT INTO keys.t (phase) SELECT 3 FROM generate_series(1, 10000)", db="app", user="app")
+    spread = bare.one(f"SELECT (max(id) >> 22) - ({high} >> 22) FROM keys.t WHERE phase = 3", db="app")
+    assert 2 <= spread <= 4, spread  # 10,000 / 4,096 milliseconds, not an hour
+    assert_increasing(bare)
+    # a restart and a crash with the clock still behind: the state sequence survives both
+    high = bare.one("SELECT max(id) FROM keys.t", db="app")
+    bare.stop().start()
+    bare.q("INSERT INTO keys.t (phase) SELECT 4 FROM generate_series(1, 100)", db="app", user="app")
+    victim = bare.connect("app")
+    bare.kill_backend(victim.get_backend_pid())
+    bare.wait_for_connections()
+    bare.q("INSERT INTO keys.t (phase) SELECT 5 FROM generate_series(1, 100)", db="app", user="app")
+    assert bare.one(f"SELECT count(*) FROM keys.t WHERE phase IN (4, 5) AND id <= {high}", db="app") == 0
+    assert bare.one("SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY ord) AS p FROM keys.t"
+                    " WHERE phase >= 2) s WHERE id <= p", db="app") == 0
+    bare.clock.set("+0")
+
+
+def test_a_cancel_while_holding_the_lock_does_not_leave_it_held(bare):
+    """The generator's advisory lock is the session's for microseconds: a statement cancelled
+    in the middle of many calls does not keep it. (pg_cancel_backend rather than
+    statement_timeout: the timeout's signal handler reads the clock, which libfaketime then
+    serves with a malloc inside the handler.)"""
+    victim = bare.connect("app", user="app")
+    pid = victim.get_backend_pid()
+    result = {}
+
+    def run():
+        try:
+            with victim.cursor() as cur:
+                cur.execute("SELECT count(keys.snowflake_next()) FROM generate_series(1, 100000000)")
+        except psycopg2.Error as e:
+            result["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    bare.q(f"SELECT pg_cancel_backend({pid})")
+    t.join(60)
+    assert result["error"].pgcode == "57014"
+    assert bare.one(f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = {pid}", db="app") == 0
+    other = bare.connect("app", user="app")
+    with other.cursor() as cur:
+        cur.execute("SET lock_timeout = '2s'")
+        cur.execute("SELECT keys.snowflake_next()")
+    other.close()
+    victim.close()
+
+
+# ---- the switch to the extension ---------------------------------------------------------------
+
+
+def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_hand(cluster_factory):
+    c = cluster_factory("switch", worker_id=3, fake_clock=True)
+    c.q("CREATE DATABASE app")
+    install(c, "worker_id=3", db="app")
+    c.q("CREATE SEQUENCE code_seq",
+        "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), ref uuid UNIQUE DEFAULT uuid_v7(),"
+        " code text UNIQUE DEFAULT base62_encode(nextval('code_seq'), 6),"
+        f" made timestamptz GENERATED ALWAYS AS (snowflake_timestamp(id, {EPOCH})) STORED, n int)",
+        "CREATE INDEX orders_worker ON orders (snowflake_worker_id(id))",
+        "CREATE VIEW links AS SELECT id, uuid_to_base62(ref) AS link FROM orders",
+        "CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_next(), n int)",
+        "INSERT INTO orders (n) SELECT g FROM generate_series(1, 500) g",
+        "INSERT INTO events (n) SELECT g FROM generate_series(1, 500) g", db="app")
+    high_id, high_ref = c.q("SELECT max(id), max(ref::text) FROM orders", db="app")[0]
+    high_event = c.one("SELECT max(id) FROM events", db="app")
+    before = c.q("SELECT n, id, ref, code, made FROM orders ORDER BY n", db="app")
+
+    # a clock too far behind the portable edition's last id: refused, nothing changed
+    c.clock.set("-30s")
+    done = psql(c, SWITCH, db="app")
+    assert done.returncode != 0 and "behind the last id" in done.stderr, done.stderr
+    assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen'", db="app") == 0
+    assert c.one("SELECT to_regprocedure('public.idgen_portable_settings()') IS NOT NULL", db="app")
+
+    # 2 s behind: it waits, then switches
+    c.clock.set("-2s")
+    done = psql(c, SWITCH, db="app")
+    assert done.returncode == 0, done.stderr
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="app") is not None
+    # every DEFAULT now calls the extension's C functions
+    languages = c.q("SELECT DISTINCT l.lanname FROM pg_attrdef d"
+                    " JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum AND a.attgenerated = ''"
+                    " JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid"
+                    " AND dep.refclassid = 'pg_proc'::regclass JOIN pg_proc p ON p.oid = dep.refobjid"
+                    " JOIN pg_language l ON l.oid = p.prolang", db="app")
+    assert languages == [("c",)], languages
+    exprs = c.q("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass ORDER BY adnum",
+                db="app")
+    assert exprs[:3] == [("snowflake_next()",), ("uuid_v7()",), ("base62_encode(nextval('code_seq'::regclass), 6)",)]
+
+    c.q("INSERT INTO orders (n) SELECT g FROM generate_series(501, 1000) g",
+        "INSERT INTO events (n) SELECT g FROM generate_series(501, 1000) g", db="app")
+    assert c.one(f"SELECT count(*) FROM orders WHERE n > 500 AND (id <= {high_id} OR ref::text <= '{high_ref}')",
+                 db="app") == 0
+    assert c.one(f"SELECT count(*) FROM events WHERE n > 500 AND id <= {high_event}", db="app") == 0
+    assert c.one("SELECT bool_and(snowflake_worker_id(id) = 3) FROM orders", db="app") is True
+    assert c.q("SELECT n, id, ref, code, made FROM orders WHERE n <= 500 ORDER BY n", db="app") == before
+    assert c.one(f"SELECT count(*) FROM orders WHERE made <> snowflake_timestamp(id, {EPOCH})", db="app") == 0
+    assert c.one("SELECT count(*) FROM links WHERE base62_to_uuid(link) IS NULL", db="app") == 0
+    # the index, generated column and view still call the retired copies, which stay for them
+    assert c.one("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idgen_portable_retired'::regnamespace"
+                 " AND proname = 'snowflake_worker_id'", db="app") == 1
+    try:
+        c.q("DROP SCHEMA idgen_portable_retired", db="app")
+        raise AssertionError("the retired schema could be dropped while an index uses it")
+    except psycopg2.Error as e:
+        assert e.pgcode == "2BP01"
+
+
+def test_the_switch_refuses_without_the_extension(cluster_factory):
+    c = cluster_factory("no-extension", preload=False, worker_id=None)
+    install(c, "worker_id=1")
+    done = psql(c, SWITCH)
+    assert done.returncode != 0 and "not preloaded" in done.stderr, done.stderr
+    assert c.one("SELECT to_regprocedure('public.idgen_portable_settings()') IS NOT NULL")

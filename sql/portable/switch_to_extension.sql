@@ -1,0 +1,136 @@
+-- From idgen's portable edition to the extension, in one transaction, in one database:
+--
+--   psql -f sql/portable/switch_to_extension.sql                 (the schema it was installed in
+--   psql -v schema=keys -f sql/portable/switch_to_extension.sql   is the current one, or given)
+--
+-- Run it as a superuser (CREATE EXTENSION idgen needs one) on a server where idgen is installed
+-- and preloaded, with the same idgen.epoch as the portable edition was installed with. It
+--   1. waits until the clock passes the last millisecond the portable snowflake_next() used
+--      (at most 10 s; it fails and changes nothing if the clock is further behind), so that no
+--      id the portable edition issued is issued again;
+--   2. moves the portable functions, unchanged, into the schema idgen_portable_retired: every
+--      DEFAULT, index, generated column and view that uses them keeps working throughout;
+--   3. runs CREATE EXTENSION idgen in the same schema, so the same names now are the extension's;
+--   4. re-points every column DEFAULT that called a portable function at the extension's
+--      function of the same name (the same expression otherwise);
+--   5. drops idgen_portable_retired if nothing uses it any more. Indexes, generated columns and
+--      views keep calling the retired deterministic functions, whose results are the
+--      extension's bit for bit; the NOTICE names them, to re-create at leisure.
+
+\set ON_ERROR_STOP on
+\if :{?schema}
+SET search_path = :"schema";
+\endif
+
+BEGIN;
+
+DO $check$
+DECLARE
+  s text := current_schema();
+  installed record;
+  state_c bigint;
+  last_ms bigint;
+  deadline timestamptz := clock_timestamp() + interval '10 s';
+BEGIN
+  IF to_regprocedure(quote_ident(s) || '.idgen_portable_settings()') IS NULL THEN
+    RAISE EXCEPTION 'idgen portable edition: not installed in schema %', s
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Name its schema: psql -v schema=<schema> -f switch_to_extension.sql';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'idgen') THEN
+    RAISE EXCEPTION 'the idgen extension is not installed on this server'
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Install its package (or cargo pgrx install), preload it and set idgen.worker_id, restart, then run this again.';
+  END IF;
+  IF current_setting('idgen.epoch', true) IS NULL OR current_setting('idgen.worker_id', true) IS NULL THEN
+    RAISE EXCEPTION 'idgen is not preloaded on this server'
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Add idgen to shared_preload_libraries and set idgen.worker_id in postgresql.conf, restart, then run this again.';
+  END IF;
+  EXECUTE format('SELECT * FROM %I.idgen_portable_settings()', s) INTO installed;
+  IF current_setting('idgen.epoch')::bigint <> installed.epoch THEN
+    RAISE EXCEPTION 'idgen.epoch is %, the portable edition was installed with epoch %', current_setting('idgen.epoch'), installed.epoch
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'Ids made under one epoch decode to other times under another, and could sort below the old ones.',
+            HINT = 'Set idgen.epoch in postgresql.conf to the portable edition''s epoch and restart.';
+  END IF;
+  IF installed.worker_id IS DISTINCT FROM current_setting('idgen.worker_id')::int THEN
+    RAISE NOTICE 'idgen.worker_id is %, the portable edition used %: fine, as long as no other server uses %',
+      current_setting('idgen.worker_id'), coalesce(installed.worker_id::text, 'none'), current_setting('idgen.worker_id');
+  END IF;
+  EXECUTE format('SELECT last_value FROM %I.idgen_portable_snowflake_state', s) INTO state_c;
+  last_ms := (state_c >> 12) + installed.epoch;
+  WHILE floor(extract(epoch FROM clock_timestamp()) * 1000) <= last_ms LOOP
+    IF clock_timestamp() > deadline THEN
+      RAISE EXCEPTION 'the clock is % ms behind the last id the portable snowflake_next() issued',
+        last_ms - floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 1
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'Check the system clock (NTP), or run this again once it has passed that id; nothing was changed.';
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END
+$check$;
+
+CREATE SCHEMA idgen_portable_retired;
+COMMENT ON SCHEMA idgen_portable_retired IS
+  'idgen portable edition, replaced by the extension: kept while indexes, generated columns or views use it';
+
+DO $retire$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid FROM pg_proc p
+            WHERE p.pronamespace = current_schema()::regnamespace
+              AND (p.proname LIKE 'idgen\_portable\_%'
+                   OR p.proname IN ('base62_encode', 'base62_decode', 'uuid_to_base62', 'base62_to_uuid',
+                                    'snowflake_next', 'snowflake_timestamp', 'snowflake_worker_id',
+                                    'snowflake_sequence', 'snowflake_from_timestamp', 'uuid_v7',
+                                    'uuid_v7_timestamp', 'uuid_v7_boundary')) LOOP
+    EXECUTE format('ALTER FUNCTION %s SET SCHEMA idgen_portable_retired', f);
+  END LOOP;
+  EXECUTE format('ALTER SEQUENCE %I.idgen_portable_snowflake_state SET SCHEMA idgen_portable_retired', current_schema());
+  -- their calls of one another follow them
+  FOR f IN SELECT p.oid FROM pg_proc p
+            WHERE p.pronamespace = 'idgen_portable_retired'::regnamespace AND p.prosrc ~ 'idgen_portable_\w+\(' LOOP
+    EXECUTE replace(pg_get_functiondef(f), quote_ident(current_schema()) || '.idgen_portable_',
+                    'idgen_portable_retired.idgen_portable_');
+  END LOOP;
+END
+$retire$;
+
+SELECT format('CREATE EXTENSION idgen SCHEMA %I', current_schema()) \gexec
+
+DO $repoint$
+DECLARE
+  d record;
+  expr text;
+  left_over text;
+BEGIN
+  -- With the search path at this schema alone, the retired functions print qualified.
+  PERFORM set_config('search_path', quote_ident(current_schema()), true);
+  FOR d IN SELECT DISTINCT ad.adrelid::regclass AS tbl, a.attname, ad.adbin, ad.adrelid
+             FROM pg_attrdef ad
+             JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND a.attgenerated = ''
+             JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = ad.oid
+                               AND dep.refclassid = 'pg_proc'::regclass
+             JOIN pg_proc p ON p.oid = dep.refobjid AND p.pronamespace = 'idgen_portable_retired'::regnamespace LOOP
+    expr := replace(pg_get_expr(d.adbin, d.adrelid), 'idgen_portable_retired.', '');
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', d.tbl, d.attname, expr);
+    RAISE NOTICE 'column % of %: DEFAULT %', d.attname, d.tbl, expr;
+  END LOOP;
+  SELECT string_agg(DISTINCT pg_describe_object(dep.classid, dep.objid, dep.objsubid), ', ') INTO left_over
+    FROM pg_depend dep
+    JOIN pg_proc p ON dep.refclassid = 'pg_proc'::regclass AND p.oid = dep.refobjid
+   WHERE p.pronamespace = 'idgen_portable_retired'::regnamespace
+     AND NOT (dep.classid = 'pg_proc'::regclass
+              AND dep.objid IN (SELECT oid FROM pg_proc WHERE pronamespace = 'idgen_portable_retired'::regnamespace));
+  IF left_over IS NULL THEN
+    DROP SCHEMA idgen_portable_retired CASCADE;
+  ELSE
+    RAISE NOTICE 'idgen_portable_retired stays: % use its functions (their results are the extension''s); re-create them with the extension''s functions, then DROP SCHEMA idgen_portable_retired CASCADE', left_over;
+  END IF;
+END
+$repoint$;
+
+COMMIT;
