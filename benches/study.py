@@ -5,6 +5,9 @@ position and counters, pgbench inserting exactly --rows rows in all, then the fi
 splits from this index's own WAL records (pg_walinspect, filtered on its relfilenode; leaf =
 level 0), density and fragmentation from pgstatindex, sizes from pg_relation_size, WAL bytes from
 the LSN difference, full-page images from pg_stat_wal and their bytes from pg_walinspect.
+Buffer I/O per 1,000 rows (blocks read, written, evicted; pg_stat_io on 16 and later, on 15 what
+it offers: IO_SOURCE) and the index's size relative to shared_buffers, with --sizes, draw how each
+key's cost grows once its index outgrows the buffer cache.
 Each run is cut into --checkpoints + 1 equal pgbench segments with a CHECKPOINT between them,
 the same for every strategy, so the full-page images that follow checkpoints are compared fairly
 (the checkpoints themselves are not timed). A physical replication slot holds the run's WAL
@@ -106,6 +109,35 @@ def segments(total, parts):
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+IO_SOURCE = {
+    16: "pg_stat_io, object relation, every process: blocks read, written and evicted",
+    15: "pg_statio_user_tables (blocks read into buffers for the table and its index), pg_stat_bgwriter "
+        "(blocks written: checkpoint + background writer + backends; evicted: buffers_alloc, every "
+        "buffer handed out, an upper bound once shared_buffers is full)",
+}
+
+
+def io_counters(cur):
+    """(blocks read, written, evicted) so far, by the means this server offers (IO_SOURCE)."""
+    cur.execute("SELECT pg_stat_force_next_flush()")
+    cur.execute("SELECT pg_stat_clear_snapshot()")
+    if int(pgconn.one(cur, "SELECT current_setting('server_version_num')")[0]) >= 160000:
+        # 18 counts bytes (one read may cover several blocks); 16 and 17 operations of op_bytes.
+        has_bytes = pgconn.one(cur, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'pg_stat_io'::regclass"
+                                    " AND attname = 'read_bytes'")[0]
+        size = "read_bytes", "write_bytes"
+        if not has_bytes:
+            size = "reads * op_bytes", "writes * op_bytes"
+        return tuple(int(v) for v in pgconn.one(
+            cur, f"SELECT coalesce(sum({size[0]}), 0) / 8192, coalesce(sum({size[1]}), 0) / 8192,"
+                 " coalesce(sum(evictions), 0) FROM pg_stat_io WHERE object = 'relation'"))
+    read = pgconn.one(cur, "SELECT coalesce(heap_blks_read, 0) + coalesce(idx_blks_read, 0) FROM pg_statio_user_tables"
+                           " WHERE relid = 'idgen_study'::regclass")[0]
+    written, allocated = pgconn.one(cur, "SELECT buffers_checkpoint + buffers_clean + buffers_backend, buffers_alloc"
+                                         " FROM pg_stat_bgwriter")
+    return int(read), int(written), int(allocated)
+
+
 def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
     cur = conn.cursor()
     cur.execute("DROP TABLE IF EXISTS idgen_study")
@@ -126,6 +158,7 @@ def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
 
 def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid):
     cur.execute("CHECKPOINT")
+    io_before = io_counters(cur)
     start_lsn = pgconn.one(cur, "SELECT pg_current_wal_insert_lsn()")[0]
     cur.execute("SELECT pg_stat_force_next_flush()")
     fpi_before = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
@@ -153,6 +186,14 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     end_lsn = pgconn.one(cur, "SELECT pg_current_wal_flush_lsn()")[0]
     cur.execute("SELECT pg_stat_force_next_flush()")
     fpi_after = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
+    # Buffer I/O: everything the run read, and wrote or will write (a last CHECKPOINT writes
+    # the pages it left dirty), and evicted; the background writer and checkpointer report
+    # their counts within a second.
+    cur.execute("CHECKPOINT")
+    time.sleep(1.0)
+    io = [after - before for after, before in zip(io_counters(cur), io_before, strict=True)]
+    shared_buffers = pgconn.one(cur, "SELECT pg_size_bytes(current_setting('shared_buffers'))")[0]
+    major = 16 if int(pgconn.one(cur, "SELECT current_setting('server_version_num')")[0]) >= 160000 else 15
     count = pgconn.one(cur, "SELECT count(*) FROM idgen_study")[0]
     if count != rows:
         raise pgconn.BenchError(f"{strategy.name}: {count} rows inserted, expected {rows}")
@@ -181,6 +222,9 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
         "index_bytes": index_bytes, "table_bytes": table_bytes, "wal_bytes": wal_bytes,
         "wal_fpi": fpi_after - fpi_before, "fpi_bytes": int(fpi_bytes), "tree_level": tree_level, "batch": batch,
         "checkpoints": checkpoints,
+        "blks_read_per_1k_rows": io[0] * 1000 / rows, "blks_written_per_1k_rows": io[1] * 1000 / rows,
+        "blks_evicted_per_1k_rows": io[2] * 1000 / rows, "index_to_shared_buffers": index_bytes / shared_buffers,
+        "shared_buffers_bytes": int(shared_buffers), "io_source": IO_SOURCE[major],
     }
 
 
@@ -198,29 +242,36 @@ def on_this_server(cur, strategies, named):
     return kept
 
 
-def run(strategies, clients_list, rows, batch, checkpoints, named=False):
+def run(strategies, clients_list, sizes, batch, checkpoints, named=False):
     conn = pgconn.connect()
     cur = conn.cursor()
     preflight(cur)
     strategies = on_this_server(cur, strategies, named)
-    print(f"study: {len(strategies)} strategies x clients {clients_list}, {rows:,} rows each", file=sys.stderr)
+    print(f"study: {len(strategies)} strategies x clients {clients_list} x sizes "
+          f"{', '.join(f'{n:,}' for n in sizes)} rows", file=sys.stderr)
     cur.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (SLOT,))
     if cur.fetchone()[0]:  # left by an interrupted run
         cur.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
     results = []
-    total = len(strategies) * len(clients_list)
+    total = len(strategies) * len(clients_list) * len(sizes)
     try:
-        for clients in clients_list:
-            for strategy in strategies:
-                n = len(results) + 1
-                label = f"[{n}/{total}] {strategy.name}, {clients} client{'s' if clients > 1 else ''}"
-                b = max(1, min(batch, rows // clients))
-                row = run_one(conn, strategy, clients, rows, b, checkpoints, label)
-                print(f"  {label}: {row['rows_per_s']:,.0f} rows/s, {row['leaf_splits']:,} leaf splits, "
-                      f"density {row['avg_leaf_density']:.1f} %, index {row['index_bytes'] / 1048576:.1f} MB, "
-                      f"WAL {row['wal_bytes'] / 1048576:.1f} MB, {row['wal_fpi']:,} full-page images",
-                      file=sys.stderr)
-                results.append(row)
+        for rows in sizes:
+            for clients in clients_list:
+                for strategy in strategies:
+                    n = len(results) + 1
+                    label = (f"[{n}/{total}] {strategy.name}, {clients} client{'s' if clients > 1 else ''}"
+                             + (f", {rows:,} rows" if len(sizes) > 1 else ""))
+                    b = max(1, min(batch, rows // clients))
+                    row = run_one(conn, strategy, clients, rows, b, checkpoints, label)
+                    print(f"  {label}: {row['rows_per_s']:,.0f} rows/s, {row['leaf_splits']:,} leaf splits, "
+                          f"density {row['avg_leaf_density']:.1f} %, index {row['index_bytes'] / 1048576:.1f} MB "
+                          f"({row['index_to_shared_buffers']:.2f} × shared_buffers), "
+                          f"WAL {row['wal_bytes'] / 1048576:.1f} MB, {row['wal_fpi']:,} full-page images, "
+                          f"blocks per 1,000 rows: {row['blks_read_per_1k_rows']:.1f} read, "
+                          f"{row['blks_written_per_1k_rows']:.1f} written, "
+                          f"{row['blks_evicted_per_1k_rows']:.1f} evicted",
+                          file=sys.stderr)
+                    results.append(row)
     finally:
         cur.execute("DROP TABLE IF EXISTS idgen_study")
         cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")

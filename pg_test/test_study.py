@@ -41,6 +41,33 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
     assert report.sanity(rows, strategies, [1, 2]) == []
 
 
+def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(module_factory, tmp_path):
+    """--sizes with shared_buffers at 2 MB: at the larger size every index is several times the
+    cache; UUID v4's inserts read and evict far more blocks per row than bigserial's, no count is
+    negative, and index_to_shared_buffers is the index size over shared_buffers."""
+    c = module_factory("study-io", conf=["shared_buffers = '2MB'"])
+    missing = [e for e in ("pg_walinspect", "pgstattuple")
+               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
+    if missing:
+        pytest.skip(f"this server build has no contrib modules {', '.join(missing)}")
+    out = tmp_path / "io"
+    rc, log = run_study(c, "--sizes", "20000,150000", "--clients", "1", "--checkpoints", "0",
+                        "--strategies", "bigserial,uuid_v4", "--out", str(out))
+    assert rc == 0, log
+    rows = report.read_csv(str(out / "results.csv"))
+    assert sorted((r["strategy"], r["rows"]) for r in rows) == [
+        ("bigserial", 20000), ("bigserial", 150000), ("uuid_v4", 20000), ("uuid_v4", 150000)]
+    assert report.sanity(rows, ["bigserial", "uuid_v4"], [1]) == []
+    big = {r["strategy"]: r for r in rows if r["rows"] == 150000}
+    assert big["uuid_v4"]["index_to_shared_buffers"] > 1.5, big
+    assert big["uuid_v4"]["blks_read_per_1k_rows"] > 3 * big["bigserial"]["blks_read_per_1k_rows"] + 10, big
+    assert big["uuid_v4"]["blks_evicted_per_1k_rows"] > big["bigserial"]["blks_evicted_per_1k_rows"], big
+    assert all(r["shared_buffers_bytes"] == 2 * 1048576 for r in rows)
+    assert (out / "study_io.png").stat().st_size > 10_000
+    text = (out / "report.md").read_text()
+    assert "## Buffer I/O as the index grows" in text and "**uuid_v4**, 1 client:" in text
+
+
 def test_the_study_refuses_a_role_that_is_not_a_superuser(study_server, tmp_path):
     study_server.q("DROP ROLE IF EXISTS idgen_bench_user", "CREATE ROLE idgen_bench_user LOGIN")
     rc, log = run_study(study_server, "--rows", "10", "--out", str(tmp_path), user="idgen_bench_user")
