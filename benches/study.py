@@ -242,7 +242,9 @@ def on_this_server(cur, strategies, named):
     return kept
 
 
-def run(strategies, clients_list, sizes, batch, checkpoints, named=False):
+def run(strategies, clients_list, sizes, batch, checkpoints, named=False, on_row=None):
+    """Every strategy at every size and client count; on_row(results so far) after each run (so
+    that a long run interrupted keeps what it measured)."""
     conn = pgconn.connect()
     cur = conn.cursor()
     preflight(cur)
@@ -272,6 +274,8 @@ def run(strategies, clients_list, sizes, batch, checkpoints, named=False):
                           f"{row['blks_evicted_per_1k_rows']:.1f} evicted",
                           file=sys.stderr)
                     results.append(row)
+                    if on_row:
+                        on_row(results)
     finally:
         cur.execute("DROP TABLE IF EXISTS idgen_study")
         cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
