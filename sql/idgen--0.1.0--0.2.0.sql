@@ -29,8 +29,7 @@ BEGIN
       USING ERRCODE = 'null_value_not_allowed',
             HINT = 'Name the table, e.g. snowflake_convert_column(''orders''); the column defaults to id.';
   END IF;
-  SELECT c.relkind, c.relispartition, c.relname, n.nspname INTO rel
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+  SELECT c.relkind, c.relispartition INTO rel FROM pg_class c WHERE c.oid = tbl;
   IF rel.relkind = 'p' OR rel.relispartition
      OR EXISTS (SELECT FROM pg_inherits WHERE inhparent = tbl OR inhrelid = tbl) THEN
     RAISE EXCEPTION 'snowflake_convert_column: % is partitioned, a partition, or in an inheritance tree', tbl
@@ -49,7 +48,7 @@ BEGIN
     FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'snowflake_convert_column: column "%" of % does not exist', col, tbl
-      USING ERRCODE = 'undefined_column';
+      USING ERRCODE = 'undefined_column', HINT = 'Name the key column: snowflake_convert_column(''orders'', ''order_id'').';
   END IF;
   IF att.typ NOT IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
     RAISE EXCEPTION 'snowflake_convert_column: column "%" of % is %, not an integer', col, tbl, att.typ
@@ -125,11 +124,13 @@ BEGIN
     END IF;
   END IF;
 
-  -- The switch. The sequence's state is read first: an identity's sequence goes with it.
-  SELECT s.seqtypid::regtype AS typ, s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle
-    INTO seq_def FROM pg_sequence s WHERE s.seqrelid = seq;
-  EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO seq_state;
-  seq_name := seq::text;
+  -- The switch. An identity's sequence goes with the identity: to keep it, read it first.
+  IF att.attidentity <> '' AND NOT drop_sequence THEN
+    SELECT s.seqtypid::regtype AS typ, s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle
+      INTO seq_def FROM pg_sequence s WHERE s.seqrelid = seq;
+    EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO seq_state;
+    seq_name := seq::text;
+  END IF;
   IF att.attidentity <> '' THEN
     EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
   ELSE
@@ -185,7 +186,7 @@ BEGIN
     FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'uuid_v7_convert_column: column "%" of % does not exist', col, tbl
-      USING ERRCODE = 'undefined_column';
+      USING ERRCODE = 'undefined_column', HINT = 'Name the key column: uuid_v7_convert_column(''documents'', ''doc_id'').';
   END IF;
   IF typ <> 'uuid'::regtype THEN
     RAISE EXCEPTION 'uuid_v7_convert_column: column "%" of % is %, not uuid', col, tbl, typ
