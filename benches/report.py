@@ -83,8 +83,9 @@ def ratios(rows):
 def sanity(rows, strategies, clients, sizes_=None):
     """Physical checks any real run must pass; returns the list of problems (empty when sane)."""
     problems = []
-    for n in sizes_ or sizes(rows):
-        problems += _sanity_at(at_size(rows, n), strategies, clients, n, len(sizes_ or sizes(rows)) > 1)
+    every = sizes_ or sizes(rows)
+    for n in every:
+        problems += _sanity_at(at_size(rows, n), strategies, clients, n, len(every) > 1)
     return problems
 
 

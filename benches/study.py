@@ -118,7 +118,7 @@ IO_SOURCE = {
 
 
 def io_counters(cur):
-    """(blocks read, written, evicted) so far, by the means this server offers (IO_SOURCE)."""
+    """(where from, (blocks read, written, evicted) so far), by the means this server offers."""
     cur.execute("SELECT pg_stat_force_next_flush()")
     cur.execute("SELECT pg_stat_clear_snapshot()")
     if int(pgconn.one(cur, "SELECT current_setting('server_version_num')")[0]) >= 160000:
@@ -128,14 +128,14 @@ def io_counters(cur):
         size = "read_bytes", "write_bytes"
         if not has_bytes:
             size = "reads * op_bytes", "writes * op_bytes"
-        return tuple(int(v) for v in pgconn.one(
+        return IO_SOURCE[16], tuple(int(v) for v in pgconn.one(
             cur, f"SELECT coalesce(sum({size[0]}), 0) / 8192, coalesce(sum({size[1]}), 0) / 8192,"
                  " coalesce(sum(evictions), 0) FROM pg_stat_io WHERE object = 'relation'"))
     read = pgconn.one(cur, "SELECT coalesce(heap_blks_read, 0) + coalesce(idx_blks_read, 0) FROM pg_statio_user_tables"
                            " WHERE relid = 'idgen_study'::regclass")[0]
     written, allocated = pgconn.one(cur, "SELECT buffers_checkpoint + buffers_clean + buffers_backend, buffers_alloc"
                                          " FROM pg_stat_bgwriter")
-    return int(read), int(written), int(allocated)
+    return IO_SOURCE[15], (int(read), int(written), int(allocated))
 
 
 def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
@@ -158,7 +158,7 @@ def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
 
 def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid):
     cur.execute("CHECKPOINT")
-    io_before = io_counters(cur)
+    _, io_before = io_counters(cur)
     start_lsn = pgconn.one(cur, "SELECT pg_current_wal_insert_lsn()")[0]
     cur.execute("SELECT pg_stat_force_next_flush()")
     fpi_before = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
@@ -191,9 +191,9 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     # their counts within a second.
     cur.execute("CHECKPOINT")
     time.sleep(1.0)
-    io = [after - before for after, before in zip(io_counters(cur), io_before, strict=True)]
+    io_source, io_after = io_counters(cur)
+    io = [after - before for after, before in zip(io_after, io_before, strict=True)]
     shared_buffers = pgconn.one(cur, "SELECT pg_size_bytes(current_setting('shared_buffers'))")[0]
-    major = 16 if int(pgconn.one(cur, "SELECT current_setting('server_version_num')")[0]) >= 160000 else 15
     count = pgconn.one(cur, "SELECT count(*) FROM idgen_study")[0]
     if count != rows:
         raise pgconn.BenchError(f"{strategy.name}: {count} rows inserted, expected {rows}")
@@ -224,7 +224,7 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
         "checkpoints": checkpoints,
         "blks_read_per_1k_rows": io[0] * 1000 / rows, "blks_written_per_1k_rows": io[1] * 1000 / rows,
         "blks_evicted_per_1k_rows": io[2] * 1000 / rows, "index_to_shared_buffers": index_bytes / shared_buffers,
-        "shared_buffers_bytes": int(shared_buffers), "io_source": IO_SOURCE[major],
+        "shared_buffers_bytes": int(shared_buffers), "io_source": io_source,
     }
 
 
