@@ -15,9 +15,11 @@ Runs as the postgres user with PG_BIN naming the server build (benches/fleet set
 usage: fleet.py [--publishers N] [--seconds S] [--clients C] [--clash] [--out DIR]
 """
 import argparse
+import faulthandler
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -40,8 +42,30 @@ SUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY, u uuid NOT NULL UNIQU
 LOAD = "INSERT INTO events (publisher) VALUES (:publisher);\n"
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM. A BaseException, as KeyboardInterrupt is, so that no `except Exception`
+    on its way (testgres has several) can swallow it and let the run go on."""
+
+
+class Signals:
+    """Turns SIGINT and SIGTERM into Interrupted in the main thread. Once the run is stopping
+    (`stopping`), a further signal is only recorded: a second Ctrl-C must not cut short the
+    stopping of the servers. `check()` raises if a signal came, for the waits that poll."""
+
+    def __init__(self):
+        self.caught = []
+        self.stopping = False
+        signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.caught.append(signal.Signals(signum).name)
+        if not self.stopping:
+            raise Interrupted(self.caught[0])
+
+    def check(self):
+        if self.caught and not self.stopping:
+            raise Interrupted(self.caught[0])
 
 
 def skews(n, span):
@@ -67,16 +91,36 @@ def wait_for_catch_up(sub, expected, stall_s=15, limit_s=300):
         time.sleep(0.5)
 
 
-def run(args, base):
-    made_servers = []
+def run(args, base, signals):
+    made_servers, loads = [], []
     try:
-        return _run(args, base, made_servers)
+        return _run(args, base, signals, made_servers, loads)
     finally:
+        # Stop what the run started, every piece on its own: one that fails to stop is reported
+        # and the rest are still stopped.
+        signals.stopping = True
+        for proc, out in loads:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            out.close()
         for c in made_servers:
-            c.cleanup()
+            try:
+                c.cleanup()
+            except Exception as e:
+                print(f"fleet: could not stop the server in {c.base_dir}: {e}", file=sys.stderr)
 
 
-def _run(args, base, servers):
+def wait_for(threads, signals):
+    """Joins the threads while answering signals: the main thread never waits without a bound."""
+    for t in threads:
+        while t.is_alive():
+            signals.check()
+            t.join(0.2)
+    signals.check()
+
+
+def _run(args, base, signals, servers, loads):
     n = args.publishers
     pubs = []
     for i, skew in enumerate(skews(n, args.skew)):
@@ -113,23 +157,25 @@ def _run(args, base, servers):
     script = os.path.join(base, "load.sql")
     with open(script, "w") as f:
         f.write(LOAD)
-    errors = []
-
-    def load(i, p):
+    # pgbench runs as child processes the main thread polls (their output to files): a signal
+    # is answered within 0.2 s, and the stopping kills any load still running.
+    for i, (p, _, _) in enumerate(pubs):
+        cmd = p.pgbench_command("-n", "-c", str(args.clients), "-j", "1", "-T", str(args.seconds),
+                                "-D", f"publisher={i + 1}", "-f", script)
+        out = open(os.path.join(base, f"pgbench-{i + 1}.log"), "w+")
         try:
-            p.pgbench("-n", "-c", str(args.clients), "-j", "1", "-T", str(args.seconds), "-D", f"publisher={i + 1}",
-                      "-f", script)
-        except Exception as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=load, args=(i, p), daemon=True) for i, (p, _, _) in enumerate(pubs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+            loads.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), out))
+        except BaseException:
+            out.close()
+            raise
+    while any(proc.poll() is None for proc, _ in loads):
+        signals.check()
+        time.sleep(0.2)
+    for proc, out in loads:
+        if proc.returncode != 0:
+            out.seek(0)
+            raise cluster.SqlError(f"pgbench failed ({proc.returncode}): {out.read()}")
     made = [p.one("SELECT count(*) FROM events") for p, _, _ in pubs]
-    if errors:
-        raise errors[0]
     start = time.perf_counter()
     for i in range(n):
         sub.q(f"ALTER SUBSCRIPTION fleet{i + 1} ENABLE")
@@ -172,8 +218,7 @@ def _run(args, base, servers):
     start = time.perf_counter()
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    wait_for(threads, signals)
     wall = time.perf_counter() - start
     if gen_errors:
         raise gen_errors[0]
@@ -233,22 +278,17 @@ def main(argv=None):
     if args.clash and args.publishers < 2:
         ap.error("--clash needs at least 2 publishers")
 
-    caught = []
-
-    def interrupted(signum, _frame):
-        caught.append(signal.Signals(signum).name)
-        raise Interrupted(caught[-1])
-
-    signal.signal(signal.SIGINT, interrupted)
-    signal.signal(signal.SIGTERM, interrupted)
+    # `kill -USR1` on a run that seems stuck prints where every thread is (test_fleet does).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    signals = Signals()
     base = args.base or tempfile.mkdtemp(prefix="idgen-fleet-")
     try:
-        return run(args, base)
-    except Exception as e:
-        # A signal can land inside a library that wraps it in its own error (testgres while a
-        # server starts): the flag, not the exception's type, says it was an interruption.
-        if caught:
-            print(f"fleet: interrupted ({caught[0]}); every server it started is stopped", file=sys.stderr)
+        return run(args, base, signals)
+    except (Interrupted, Exception) as e:
+        # A signal can still land inside a library that re-raises it wrapped in its own error:
+        # the record, not the exception's type, says it was an interruption.
+        if signals.caught:
+            print(f"fleet: interrupted ({signals.caught[0]}); every server it started is stopped", file=sys.stderr)
             return 130
         print(f"fleet: failed: {e}; every server it started is stopped", file=sys.stderr)
         return 2

@@ -274,11 +274,14 @@ class Cluster:
         recovery, as after any backend crash."""
         os.kill(pid, signal.SIGKILL)
 
+    def pgbench_command(self, *args, db="postgres"):
+        """The pgbench command line for this server (for a caller that runs it itself)."""
+        return [os.path.join(self.bin_dir, "pgbench"), "-h", self.socket_dir, "-p", str(self.port),
+                "-U", "postgres", *args, db]
+
     def pgbench(self, *args, db="postgres"):
         """Runs pgbench against this server; returns its output; raises on failure."""
-        cmd = [os.path.join(self.bin_dir, "pgbench"), "-h", self.socket_dir, "-p", str(self.port),
-               "-U", "postgres", *args, db]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(self.pgbench_command(*args, db=db), capture_output=True, text=True)
         if done.returncode != 0:
             raise SqlError(f"pgbench failed ({done.returncode}): {done.stderr}{done.stdout}")
         return done.stdout + done.stderr

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import ROOT
 
 FLEET = os.path.join(ROOT, "benches", "fleet.py")
@@ -67,18 +68,43 @@ def test_two_publishers_with_one_worker_id_are_reported_before_the_first_duplica
     assert duplicate == -1 or warning < duplicate, "the first duplicate came before the warning"
 
 
-def test_an_interrupted_run_leaves_no_server_running(tmp_path):
+def stopped_within(proc, seconds):
+    """The output of proc once it has exited; if it is still running after `seconds`, asks it
+    where its threads are (fleet.py dumps them on SIGUSR1), kills it and fails with that."""
+    try:
+        return proc.communicate(timeout=seconds)[0]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        raise AssertionError(f"still running {seconds} s after the signal:\n{proc.communicate()[0]}") from None
+
+
+# While the servers start (the subscriber's postmaster is up, the run is still setting it up)
+# and while pgbench loads the publishers: each signal stops the run and every server it started.
+@pytest.mark.parametrize("phase, sig", [("starting", signal.SIGINT), ("loading", signal.SIGTERM)])
+def test_an_interrupted_run_leaves_no_server_running(tmp_path, phase, sig):
     proc = subprocess.Popen([sys.executable, FLEET, "--publishers", "2", "--seconds", "120", "--base", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
-    while len(running_postmasters(tmp_path)) < 3:   # both publishers and the subscriber
+
+    def reached():
+        if phase == "starting":
+            return len(running_postmasters(tmp_path)) == 3   # both publishers and the subscriber
+        return os.path.exists(tmp_path / "pgbench-2.log")
+
+    while not reached():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() else "slow"
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)
+    if phase == "loading":
+        time.sleep(1)   # pgbench connected and inserting
+    proc.send_signal(sig)
+    output = stopped_within(proc, 120)
     assert proc.returncode == 130, output
-    assert "interrupted (SIGINT); every server it started is stopped" in output
+    assert f"interrupted ({sig.name}); every server it started is stopped" in output
     assert running_postmasters(tmp_path) == []
+    loads = subprocess.run(["pgrep", "-a", "-f", f"{tmp_path}/load.sql"], capture_output=True, text=True).stdout
+    assert loads == "", f"pgbench still running: {loads}"
 
 
 def test_a_failed_run_leaves_no_server_running(tmp_path):
