@@ -143,22 +143,25 @@ mod tests {
         );
     }
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("idgen-horizon-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir.join("idgen_horizon")
+    /// A fresh folder (removed when the returned guard drops) and the horizon file's path in it.
+    fn scratch() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix("idgen-horizon-test-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("idgen_horizon");
+        (dir, path)
     }
 
     #[test]
     fn a_missing_file_is_a_new_cluster() {
-        assert!(matches!(read(&scratch("missing")), Ok(None)));
+        let (_dir, path) = scratch();
+        assert!(matches!(read(&path), Ok(None)));
     }
 
     #[test]
     fn write_then_read_round_trips_and_overwrites() {
-        let path = scratch("roundtrip");
+        let (_dir, path) = scratch();
         write(&path, 1_767_225_600_000).unwrap();
         assert_eq!(read(&path).unwrap(), Some(1_767_225_600_000));
         write(&path, 42).unwrap();
@@ -168,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_damaged_file_is_refused_not_guessed() {
-        let path = scratch("corrupt");
+        let (_dir, path) = scratch();
         for text in [
             "",
             "idgen-horizon-v1",
