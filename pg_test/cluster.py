@@ -69,24 +69,44 @@ def initdb_locale():
 
 
 class FakeClock:
-    """A clock offset for one server, re-read by libfaketime on every clock call: write "-5s"
-    and the running server's clock is five seconds behind from its next reading on."""
+    """A clock offset for one server, which libfaketime reads from a file: after `set("-5s")`
+    the server's clock is five seconds behind, in every process, once set() returns.
 
-    def __init__(self, path, live=True):
-        """live: re-read on every clock call, so that set() takes effect at once (slow: a file
-        read per call); otherwise libfaketime caches the offset for a few seconds."""
+    live: libfaketime re-reads the file once more than FAKETIME_CACHE_DURATION = 1 whole
+    second has passed since its last read, so a change reaches every process within 2 s, and
+    set() on a running server waits SETTLE_S for it. Otherwise (live=False, for offsets set
+    before the start) it keeps its default 10 s cache.
+
+    Never FAKETIME_NO_CACHE: it opens the file with stdio on every clock call, and PostgreSQL
+    reads the clock inside its SIGALRM handler, so a timeout that fired during that fopen()
+    deadlocked the backend on stdio's lock (CI saw a backend stuck 13 minutes in uuid_v7()).
+    With a cache, a clock call inside a signal handler reads no file: libfaketime marks the
+    cache fresh before it reads."""
+
+    SETTLE_S = 2.1
+
+    def __init__(self, path, live=True, running=None):
+        """running: a callable saying whether the server runs (then set() waits SETTLE_S)."""
         self.path = path
         self.live = live
-        self.set("+0")
+        self._running = running
+        self.set("+0", settle=False)
 
-    def set(self, offset):
-        with open(self.path, "w") as f:
+    def set(self, offset, settle=True):
+        """Writes the offset (atomically: a reader never sees half a file). On a running
+        live-clock server it then waits until every process uses it, unless settle=False:
+        then the clock steps within SETTLE_S, at a moment the caller does not choose."""
+        tmp = self.path + ".new"
+        with open(tmp, "w") as f:
             f.write(offset + "\n")
+        os.replace(tmp, self.path)
+        if settle and self.live and self._running is not None and self._running():
+            time.sleep(self.SETTLE_S)
 
     def env(self):
         env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": self.path, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
         if self.live:
-            env["FAKETIME_NO_CACHE"] = "1"
+            env["FAKETIME_CACHE_DURATION"] = "1"
         return env
 
 
@@ -167,7 +187,7 @@ class Cluster:
 
     def with_fake_clock(self, live=True):
         """Every later start runs under a clock that `self.clock.set()` shifts (see FakeClock)."""
-        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"), live=live)
+        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"), live=live, running=self.running)
         return self
 
     def start(self, limit_address_space=None):

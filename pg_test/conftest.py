@@ -60,8 +60,9 @@ def module_factory(tmp_path_factory, request):
 
 @pytest.fixture(scope="module")
 def preloaded(module_factory):
-    """One server per test module with idgen preloaded, worker id 1, and a shiftable clock."""
-    c = module_factory("preloaded", fake_clock=True, conf=["max_parallel_workers_per_gather = 2"])
+    """One server per test module with idgen preloaded and worker id 1, on the real clock (the
+    tests that shift a clock make their own server)."""
+    c = module_factory("preloaded", conf=["max_parallel_workers_per_gather = 2"])
     c.q("CREATE EXTENSION idgen")
     return c
 

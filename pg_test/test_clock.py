@@ -15,13 +15,20 @@ def test_clock_steps_back_while_running(cluster_factory):
     c.q("CREATE EXTENSION idgen")
     before = c.one("SELECT max(snowflake_next()) FROM generate_series(1, 10)")
 
-    c.clock.set("-0.5s")  # within idgen.max_clock_wait (1 s): waits, then a higher id
+    # 0.5 s back, within idgen.max_clock_wait (1 s): the generator waits, then goes on above.
+    # The step lands within FakeClock.SETTLE_S, so ids are issued for longer than that.
+    c.clock.set("-0.5s", settle=False)
+    c.q("""DO $$
+           DECLARE stop timestamptz := clock_timestamp() + interval '3.5 s';
+           BEGIN
+             WHILE clock_timestamp() < stop LOOP PERFORM snowflake_next(); END LOOP;
+           END $$""")
     assert c.one(f"SELECT snowflake_next() > {before}") is True
     assert c.q("SELECT clock_regressions, max_regression_ms BETWEEN 300 AND 500 FROM idgen_stats()") \
         == [(1, True)]
 
     uuid_before = c.one("SELECT uuid_v7()::text")
-    c.clock.set("-5s")
+    c.clock.set("-8s")  # about 5 s behind the last id once set() returns
     # uuid_v7() neither waits nor goes backwards
     assert c.q(f"SELECT uuid_v7() > '{uuid_before}',"
                f" uuid_v7_timestamp(uuid_v7()) >= uuid_v7_timestamp('{uuid_before}')") == [(True, True)]
@@ -65,7 +72,7 @@ def test_crash_recovery_with_the_clock_back_refuses_then_resumes_above(cluster_f
                 break
             time.sleep(0.1)
         assert pid, "the victim backend never appeared"
-        c.clock.set("-5s")
+        c.clock.set("-8s")  # still about 5 s behind once set() returns
         c.kill_backend(pid[0][0])
         time.sleep(1)
         c.wait_for_connections()

@@ -335,8 +335,9 @@ def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_han
     assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen'", db="app") == 0
     assert c.one("SELECT to_regprocedure('public.idgen_portable_settings()') IS NOT NULL", db="app")
 
-    # 2 s behind: it waits, then switches
-    c.clock.set("-2s")
+    # a few seconds behind (8 s, less the time set() waits for the clock to settle): it waits,
+    # then switches
+    c.clock.set("-8s")
     done = psql(c, SWITCH, db="app")
     assert done.returncode == 0, done.stderr
     assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="app") is not None
