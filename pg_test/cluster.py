@@ -85,7 +85,7 @@ class FakeClock:
 
     SETTLE_S = 2.1
 
-    def __init__(self, path, live=True, running=None):
+    def __init__(self, path, running, live=True):
         """running: a callable saying whether the server runs (then set() waits SETTLE_S)."""
         self.path = path
         self.live = live
@@ -100,7 +100,7 @@ class FakeClock:
         with open(tmp, "w") as f:
             f.write(offset + "\n")
         os.replace(tmp, self.path)
-        if settle and self.live and self._running is not None and self._running():
+        if settle and self.live and self._running():
             time.sleep(self.SETTLE_S)
 
     def env(self):
@@ -187,7 +187,7 @@ class Cluster:
 
     def with_fake_clock(self, live=True):
         """Every later start runs under a clock that `self.clock.set()` shifts (see FakeClock)."""
-        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"), live=live, running=self.running)
+        self.clock = FakeClock(os.path.join(self.base_dir, "faketime-offset"), self.running, live=live)
         return self
 
     def start(self, limit_address_space=None):

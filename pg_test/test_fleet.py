@@ -21,9 +21,9 @@ def fleet(*args, base=None, timeout=600):
 
 
 def running_postmasters(base):
-    """Data directories under base whose postmaster is alive. initdb's single-user backends
-    write the same lock file, with the PID negated, and remove it a moment later: a file that
-    is gone, half written or not a postmaster's is passed over."""
+    """The PIDs of the postmasters alive under base, from each data directory's lock file.
+    initdb's single-user backends write the same file, with the PID negated, and remove it a
+    moment later: a file that is gone, half written or not a postmaster's is passed over."""
     alive = []
     for pid_file in glob.glob(os.path.join(str(base), "*", "data", "postmaster.pid")):
         try:
@@ -34,7 +34,7 @@ def running_postmasters(base):
         try:
             if pid > 0:
                 os.kill(pid, 0)
-                alive.append(pid_file)
+                alive.append(pid)
         except ProcessLookupError:
             pass
     return alive
@@ -118,9 +118,8 @@ def test_an_interrupted_run_leaves_no_server_running(tmp_path, phase, sig):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for pid_file in running_postmasters(tmp_path):
-            with open(pid_file) as f:
-                os.kill(int(f.readline()), signal.SIGQUIT)   # immediate shutdown
+        for pid in running_postmasters(tmp_path):
+            os.kill(pid, signal.SIGQUIT)   # immediate shutdown
     assert proc.returncode == 130, output
     assert f"interrupted ({sig.name}); every server it started is stopped" in output
     assert left == [], "servers still running"
