@@ -1,5 +1,7 @@
 """The review's findings (issue 7), each checked where a user would meet it."""
 
+import os
+import subprocess
 import time
 
 import psycopg2
@@ -7,19 +9,40 @@ import pytest
 from conftest import sqlstate_and_hint
 
 KEY = "correct horse battery staple"
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def readme_move_line():
+    """The README's one line that moves a 0.2.0 key from the setting into the key file."""
+    with open(README) as f:
+        found = [line.strip() for line in f if line.startswith("(umask 077; psql -XAtc")]
+    assert len(found) == 1, found
+    return found[0]
 # Codes made by idgen 0.1.0 under KEY (pg_test/expected/base62.out): they must keep decoding.
 CODES_0_1_0 = {1: "6IzK9jCkdg2", 2: "1A79K7nnAk1", 3: "9JpQw5aqrvC"}
 
 
-def set_key_and_wait(c, key_sql_literal, db="postgres"):
-    """ALTER SYSTEM, reload, and wait until new sessions see it."""
-    c.q(f"ALTER SYSTEM SET idgen.base62_key = {key_sql_literal}", "SELECT pg_reload_conf()")
-    want = c.one(f"SELECT encode(convert_to({key_sql_literal}, 'UTF8'), 'hex')")
+def write_key_file(c, key: bytes, name="idgen_base62.key", mode=0o600):
+    """The key file as the server's OS user writes it (this harness runs as that user)."""
+    path = os.path.join(c.data_dir, name)
+    with open(path, "wb") as f:
+        f.write(key + b"\n")
+    os.chmod(path, mode)
+    return path
+
+
+def keyed_code_after_reload(c, n=1, db="postgres", old=None):
+    """Reloads, then waits until a new session's base62_encode_keyed(n) differs from old."""
+    c.q("SELECT pg_reload_conf()")
     for _ in range(100):
-        if c.one("SELECT encode(convert_to(current_setting('idgen.base62_key'), 'UTF8'), 'hex')", db=db) == want:
-            return
+        try:
+            code = c.one(f"SELECT base62_encode_keyed({n})", db=db)
+        except psycopg2.Error:
+            code = None
+        if code is not None and code != old:
+            return code
         time.sleep(0.1)
-    raise AssertionError("the reloaded key never reached new sessions")
+    raise AssertionError(f"the reload never changed the code from {old!r}")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +50,9 @@ def keyed(module_factory):
     c = module_factory("keyed")
     c.q("CREATE EXTENSION idgen", "CREATE ROLE app LOGIN", "CREATE ROLE monitor LOGIN",
         "GRANT pg_monitor TO monitor")
-    set_key_and_wait(c, f"'{KEY}'")
+    write_key_file(c, KEY.encode())
+    c.q("ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'")
+    keyed_code_after_reload(c)
     return c
 
 
@@ -37,68 +62,147 @@ def test_codes_made_under_the_key_by_0_1_0_still_decode_and_any_role_can_use_the
         assert keyed.one(f"SELECT base62_decode_keyed('{code}')", user="app") == n
 
 
-def test_the_key_can_only_live_in_the_server_configuration(keyed):
+def test_the_key_file_can_only_be_named_in_the_server_configuration(keyed):
     """Per-database, per-role and per-function settings are stored in catalogs every role can
-    read (pg_db_role_setting, pg_roles.rolconfig, pg_proc.proconfig): each is refused."""
-    for sql in ["ALTER DATABASE postgres SET idgen.base62_key = 'leaked'",
-                "ALTER ROLE app SET idgen.base62_key = 'leaked'",
-                "ALTER ROLE ALL SET idgen.base62_key = 'leaked'",
-                "CREATE FUNCTION f() RETURNS int LANGUAGE sql SET idgen.base62_key = 'leaked' AS 'SELECT 1'",
-                "SET idgen.base62_key = 'leaked'",
-                "SELECT set_config('idgen.base62_key', 'leaked', false)"]:
+    read, and a session must not pick another key: each is refused."""
+    for sql in ["ALTER DATABASE postgres SET idgen.base62_key_file = 'mine.key'",
+                "ALTER ROLE app SET idgen.base62_key_file = 'mine.key'",
+                "CREATE FUNCTION f() RETURNS int LANGUAGE sql SET idgen.base62_key_file = 'mine.key' AS 'SELECT 1'",
+                "SET idgen.base62_key_file = 'mine.key'",
+                "SELECT set_config('idgen.base62_key_file', 'mine.key', false)"]:
         e = keyed.error(sql)
         assert e.pgcode == "55P02", (sql, e)
-    assert keyed.one("SELECT encode(convert_to(current_setting('idgen.base62_key'), 'UTF8'), 'hex')") \
-        == KEY.encode().hex()
+    assert keyed.one("SELECT base62_encode_keyed(1)") == CODES_0_1_0[1]
 
 
-@pytest.mark.parametrize("route", [
+ROUTES = [
     "SELECT array_to_string(setconfig, ',') FROM pg_db_role_setting",
     "SELECT array_to_string(rolconfig, ',') FROM pg_roles",
     "SELECT array_to_string(proconfig, ',') FROM pg_proc",
-    "SELECT string_agg(name || '=' || setting, ',') FROM pg_settings",
+    "SELECT string_agg(concat_ws('|', name, setting, reset_val, boot_val, sourcefile), ',') FROM pg_settings",
     "SHOW idgen.base62_key",
+    "SHOW idgen.base62_key_file",
     "SELECT current_setting('idgen.base62_key')",
     "SELECT current_setting('idgen.base62_key', true)",
+    "SELECT current_setting('idgen.base62_key_file')",
     "SHOW ALL",
     "SELECT * FROM pg_file_settings",
     "SELECT pg_read_file('postgresql.auto.conf')",
+    "SELECT pg_read_file('idgen_base62.key')",
+    "SELECT pg_read_binary_file('idgen_base62.key')",
+    "SELECT pg_read_file(pg_current_logfile())",
     "EXPLAIN (VERBOSE) SELECT base62_encode_keyed(g) FROM generate_series(1, 3) g",
     "SELECT base62_decode_keyed('not base62!')",
     "SELECT base62_encode_keyed(-1)",
     "SELECT base62_encode_keyed(1, 1)",
-])
-def test_an_ordinary_role_cannot_read_the_key(keyed, route):
+    "ALTER SYSTEM SET idgen.base62_key = 'x'",
+]
+
+
+@pytest.mark.parametrize("user", ["app", "monitor"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_neither_an_ordinary_role_nor_a_pg_monitor_member_can_read_the_key(keyed, route, user):
+    """pg_monitor includes pg_read_all_settings, which PostgreSQL lets read every setting:
+    idgen 0.2.0's idgen.base62_key was readable there. The key is in no setting now."""
     try:
-        result = repr(keyed.q(route, user="app"))
+        result = repr(keyed.q(route, user=user))
     except psycopg2.Error as e:
         result = f"{e.pgcode} {e} {e.diag.message_detail} {e.diag.message_hint}"
     assert KEY not in result, result
     assert "horse" not in result, result
 
 
-def test_members_of_pg_read_all_settings_may_read_it_as_postgres_intends(keyed):
+def test_a_pg_read_all_settings_member_sees_the_path_and_no_key(keyed):
     keyed.q("GRANT pg_read_all_settings TO monitor")
-    assert keyed.one("SHOW idgen.base62_key", user="monitor") == KEY
+    try:
+        assert keyed.one("SHOW idgen.base62_key_file", user="monitor") == "idgen_base62.key"
+        assert keyed.one("SHOW idgen.base62_key", user="monitor") == ""
+    finally:
+        keyed.q("REVOKE pg_read_all_settings FROM monitor")
 
 
-def test_the_server_log_carries_the_key_only_where_postgres_logs_every_reload(keyed):
-    """Using the key, and failing to read it, writes it nowhere. The one line that holds it is
-    the postmaster's own `parameter "idgen.base62_key" changed to "..."`, which PostgreSQL
-    writes (at LOG) for every setting a reload changes; the server log is readable only by the
-    OS user and by roles that may read postgresql.auto.conf itself (superusers,
-    pg_read_server_files), and not by an ordinary role."""
+def test_the_file_is_read_again_at_each_reload_and_a_bad_one_keeps_the_old_key(keyed):
+    try:
+        other = None
+        write_key_file(keyed, b"another passphrase")
+        other = keyed_code_after_reload(keyed, old=CODES_0_1_0[1])
+        assert other != CODES_0_1_0[1]
+        # readable by the group: refused at the reload, with the reason in the log, the key in
+        # use unchanged
+        write_key_file(keyed, KEY.encode(), mode=0o640)
+        keyed.q("SELECT pg_reload_conf()")
+        time.sleep(1.5)
+        assert keyed.one("SELECT base62_encode_keyed(1)") == other
+        assert "readable or writable by other OS users (mode 0640)" in keyed.log()
+        e = keyed.error("ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'")
+        assert e.pgcode == "22023" and "mode 0640" in e.diag.message_primary, e
+        assert "chmod 600" in e.diag.message_hint
+        e = keyed.error("ALTER SYSTEM SET idgen.base62_key_file = 'none.key'")
+        assert e.pgcode == "22023" and 'idgen.base62_key_file "none.key" cannot be used' in e.diag.message_primary
+        assert "umask 077" in e.diag.message_hint
+    finally:
+        write_key_file(keyed, KEY.encode())
+        keyed_code_after_reload(keyed, old=other)
+    assert keyed.one("SELECT base62_encode_keyed(1)") == CODES_0_1_0[1]
+
+
+def test_parallel_workers_use_the_leaders_key(keyed):
+    force = "debug_parallel_query" if keyed.one("SHOW server_version_num") >= "160000" else "force_parallel_mode"
+    serial = keyed.one("SELECT string_agg(base62_encode_keyed(g), ',' ORDER BY g) FROM generate_series(1, 2000) g")
+    parallel = keyed.q(f"SET {force} = on", "SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0",
+                       "SET min_parallel_table_scan_size = 0",
+                       "CREATE TEMP TABLE IF NOT EXISTS g AS SELECT generate_series(1, 2000) AS g",
+                       "SELECT string_agg(base62_encode_keyed(g), ',' ORDER BY g) FROM g")[0][0]
+    assert parallel == serial
+
+
+def test_the_log_never_carries_the_key(keyed):
+    """Using the key, failing to read it, refusing the retired setting and reloading write it
+    nowhere (0.2.0's setting put it in the postmaster's 'parameter changed to' line)."""
     for route in ["SELECT base62_encode_keyed(-1)", "SELECT base62_decode_keyed('!')", "SHOW idgen.base62_key",
-                  "SELECT base62_encode_keyed(7)"]:
+                  "SELECT base62_encode_keyed(7)", "ALTER SYSTEM SET idgen.base62_key = 'x'"]:
         try:
-            keyed.q(route, user="app")
+            keyed.q(route, user="postgres")
         except psycopg2.Error:
             pass
-    holding = [line for line in keyed.log().splitlines() if KEY in line]
-    assert holding and all('parameter "idgen.base62_key" changed to' in line for line in holding), holding
+    keyed.q("SELECT pg_reload_conf()")
+    time.sleep(1)
+    assert KEY not in keyed.log()
     for route in ["SELECT pg_ls_logdir()", "SELECT pg_read_file(pg_current_logfile())",
                   "SELECT pg_read_file('log/postgresql.log')"]:
         assert keyed.error(route, user="app").pgcode == "42501", route
+
+
+def test_the_retired_setting_refuses_its_value_without_repeating_it(keyed):
+    """(A value typed into a statement that fails is in the log's STATEMENT line, as for any
+    failing statement: so this one is not the module's key.)"""
+    e = keyed.error("ALTER SYSTEM SET idgen.base62_key = 'tr0ub4dor'")
+    assert e.pgcode == "22023", e
+    assert e.diag.message_primary.startswith("idgen.base62_key is no longer read"), e
+    assert "idgen.base62_key_file" in e.diag.message_hint and "pg_file_settings" in e.diag.message_hint
+    assert "tr0ub4dor" not in f"{e} {e.diag.message_detail} {e.diag.message_hint}"
+
+
+def test_a_key_left_in_the_setting_moves_to_the_file_in_one_step_with_the_same_codes(cluster_factory):
+    """A server upgraded from 0.2.0 with the key in postgresql.auto.conf: it starts, warns without
+    the key, keyed functions refuse with the way out, and the README's one line (run here as the
+    server's OS user, as the README says) moves it: the same codes as before."""
+    c = cluster_factory("moved", start=False)
+    with open(os.path.join(c.data_dir, "postgresql.auto.conf"), "a") as f:
+        f.write(f"idgen.base62_key = '{KEY}'\n")
+    c.start()
+    c.q("CREATE EXTENSION idgen")
+    assert "idgen.base62_key is no longer read" in c.log()
+    assert KEY not in c.log()
+    e = c.error("SELECT base62_encode_keyed(1)")
+    assert e.pgcode == "55000" and "idgen.base62_key_file is not set" in e.diag.message_primary, e
+    assert 'README, "Keyed codes"' in e.diag.message_hint
+    env = {**os.environ, **c.env(), "PGDATA": c.data_dir, "PATH": f"{c.bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", readme_move_line()], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert oct(os.stat(os.path.join(c.data_dir, "idgen_base62.key")).st_mode & 0o777) == "0o600"
+    assert keyed_code_after_reload(c) == CODES_0_1_0[1]
+    assert c.one("SELECT count(*) FROM pg_file_settings WHERE name = 'idgen.base62_key'") == 0
 
 
 def test_keys_are_hashed_as_bytes(cluster_factory):
@@ -109,16 +213,10 @@ def test_keys_are_hashed_as_bytes(cluster_factory):
     c.q("CREATE EXTENSION idgen", db="raw")
     codes = []
     for last in (b"\xe9", b"\xe8"):
-        with open(f"{c.data_dir}/postgresql.conf", "ab") as f:
-            f.write(b"\nidgen.base62_key = 'caf" + last + b"'\n")
-        c.q("SELECT pg_reload_conf()")
-        want = (b"caf" + last).hex()
-        for _ in range(100):
-            setting = "SELECT encode(convert_to(current_setting('idgen.base62_key'), 'SQL_ASCII'), 'hex')"
-            if c.one(setting, db="raw") == want:
-                break
-            time.sleep(0.1)
-        codes.append(c.one("SELECT base62_encode_keyed(1)", db="raw"))
+        write_key_file(c, b"caf" + last, name="bytes.key")
+        if not codes:
+            c.q("ALTER SYSTEM SET idgen.base62_key_file = 'bytes.key'")
+        codes.append(keyed_code_after_reload(c, db="raw", old=codes[-1] if codes else None))
     assert codes[0] != codes[1], codes
 
 

@@ -1,6 +1,8 @@
 """The SQL-level suite: pg_regress over pg_test/sql against the expected pg_test/expected, the
 convention pgrx and PGXS follow, driven from here on three kinds of server."""
 
+import os
+
 from conftest import HERE
 
 
@@ -12,6 +14,10 @@ def regress(c, tmp_path, *tests):
 def test_preloaded_suite(cluster_factory, tmp_path):
     """snowflake, uuid7 and base62 on a server with idgen preloaded and worker id 1."""
     c = cluster_factory("preloaded", conf=["max_parallel_workers_per_gather = 2"])
+    # base62's key file, as the server's OS user writes it (README, "Keyed codes")
+    key = os.path.join(c.data_dir, "idgen_base62.key")
+    with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write("correct horse battery staple\n")
     regress(c, tmp_path, "snowflake", "uuid7", "base62")
 
 

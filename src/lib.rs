@@ -1,10 +1,11 @@
 //! idgen: Snowflake ids, time-ordered UUID v7 and base62 codes, generated inside PostgreSQL.
 //!
-//! The pure core (`snowflake`, `horizon`, `uuid7`, `base62`) knows nothing of Postgres and is tested with plain
+//! The pure core (`snowflake`, `horizon`, `uuid7`, `base62`, `key_file`) knows nothing of Postgres and is tested with plain
 //! `cargo test`; `settings`, `shared`, `clock`, `errors` and `sql` are the thin pgrx layer.
 
 mod base62;
 mod horizon;
+mod key_file;
 mod snowflake;
 mod uuid7;
 

@@ -1,10 +1,14 @@
 //! Every idgen.* setting, its limits and who may change it.
 
 use crate::errors::{self, error};
+use crate::key_file;
 use crate::snowflake::{self, MAX_WORKER_ID, TWITTER_EPOCH_MS};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
-use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// -1 means unset. Postmaster context: a session can never pick its own worker id, which is how
 /// two writers end up sharing one and minting the same ids; and it cannot change under running
@@ -17,16 +21,29 @@ static EPOCH: GucSetting<Option<CString>> =
 /// stalling every writer.
 static MAX_CLOCK_WAIT: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
-/// The passphrase of base62_encode_keyed(). Only in the server configuration (PGC_SIGHUP:
-/// postgresql.conf or ALTER SYSTEM, read by the postgres OS user and superusers alone), never in
-/// the catalogs: ALTER DATABASE/ROLE ... SET and a function's SET clause would store it in
-/// pg_db_role_setting, pg_roles.rolconfig or pg_proc.proconfig, which every role can read.
-/// SUPERUSER_ONLY keeps it from SHOW, current_setting() and pg_settings for other roles (as for
-/// every such setting, members of pg_read_all_settings may read it).
-static BASE62_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// Where the passphrase of base62_encode_keyed() lives: a file (see `key_file.rs`) named by a path,
+/// relative to the data directory. PGC_SIGHUP: postgresql.conf or ALTER SYSTEM, then a reload; the
+/// file is read again at every reload. Only the path is a setting, and a path is no secret.
+static BASE62_KEY_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// idgen 0.2.0's setting of the passphrase itself. PostgreSQL shows a SUPERUSER_ONLY setting to
+/// members of pg_read_all_settings, and so of pg_monitor, the role monitoring agents are given:
+/// the key reached them. It stays defined so that a value left in postgresql.conf is refused with
+/// the way out, instead of becoming a placeholder that every role could SHOW (as an unknown
+/// setting would when idgen is not preloaded).
+static BASE62_KEY_RETIRED: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// The key read from the file, as the check hook of idgen.base62_key_file left it (PostgreSQL's
+/// "extra" of the setting's current value: `len: usize` then the bytes, malloc'd; PostgreSQL
+/// frees it once no value refers to it). Null when no file is set. Written only by the assign
+/// hook, between statements; read by the keyed functions.
+static KEY: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The epoch in Unix ms, parsed and checked once in the postmaster; 0 until then.
-static EPOCH_MS: AtomicU64 = AtomicU64::new(0);
+/// The one line that moves a 0.2.0 key into the file, as the server's OS user (the README says it
+/// in full, in "Keyed codes").
+const MOVE_THE_KEY: &str = "Move it into a key file once, as the server's OS user: (umask 077; psql -XAtc \"SELECT setting FROM pg_file_settings WHERE name = 'idgen.base62_key' ORDER BY seqno DESC LIMIT 1\" >\"$PGDATA/idgen_base62.key\") && psql -Xc \"ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'\" -c \"ALTER SYSTEM RESET idgen.base62_key\" -c \"SELECT pg_reload_conf()\"";
+
+/// The epoch in Unix ms, parsed and checked once in the postmaster when preloaded. 0 is a valid
+/// epoch (1970), so whether it is set has a flag of its own.
+static EPOCH_MS: EpochCache = EpochCache::new();
 
 const EPOCH_GUC: &CStr = c"idgen.epoch";
 
@@ -44,14 +61,31 @@ pub fn register(preloading: bool) {
         GucContext::Userset,
         GucFlags::UNIT_MS,
     );
-    GucRegistry::define_string_guc(
-        c"idgen.base62_key",
-        c"Passphrase of the keyed base62 permutation (base62_encode_keyed / base62_decode_keyed).",
-        c"Set only in postgresql.conf or with ALTER SYSTEM, then reload; visible to superusers and pg_read_all_settings only. Hides volume; it is not encryption.",
-        &BASE62_KEY,
-        GucContext::Sighup,
-        GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
-    );
+    // SAFETY: the hooks are #[pg_guard]ed, and keep to what PostgreSQL allows a hook.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"idgen.base62_key_file",
+            c"File holding the passphrase of the keyed base62 functions (base62_encode_keyed / base62_decode_keyed).",
+            c"A path, relative to the data directory. The file must belong to the server's OS user with mode 0600 or 0400; it is read at start-up and at every reload. Hides volume; it is not encryption.",
+            &BASE62_KEY_FILE,
+            GucContext::Sighup,
+            GucFlags::default(),
+            Some(check_key_file),
+            Some(assign_key_file),
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            c"idgen.base62_key",
+            c"Retired in idgen 0.3.0: the passphrase lives in the file named by idgen.base62_key_file.",
+            c"Any value is refused, so that it is never kept where pg_read_all_settings and pg_monitor members can read it.",
+            &BASE62_KEY_RETIRED,
+            GucContext::Sighup,
+            GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
+            Some(check_retired_key),
+            None,
+            None,
+        );
+    }
     if !preloading {
         return;
     }
@@ -89,7 +123,7 @@ pub fn register(preloading: bool) {
     // Syntax and range only. The clock is snowflake_next()'s business: a machine that boots
     // with its clock before the epoch must still be able to start PostgreSQL.
     match parse_epoch(&text).and_then(snowflake::check_epoch) {
-        Ok(ms) => EPOCH_MS.store(ms, Ordering::Relaxed),
+        Ok(ms) => EPOCH_MS.set(ms),
         // In the postmaster this stops the server from starting: ids on a wrong epoch would
         // sort wrongly against every id already stored.
         Err(why) => invalid_epoch(why),
@@ -113,16 +147,43 @@ fn parse_epoch(text: &str) -> Result<u64, String> {
 /// idgen.epoch written in postgresql.conf (Postgres keeps it as a placeholder).
 #[track_caller]
 pub fn epoch_ms() -> u64 {
-    match EPOCH_MS.load(Ordering::Relaxed) {
-        0 => {
-            let raw = unsafe { pgrx::pg_sys::GetConfigOption(EPOCH_GUC.as_ptr(), true, false) };
-            if raw.is_null() {
-                return TWITTER_EPOCH_MS;
-            }
-            let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
-            parse_epoch(&text).unwrap_or_else(|why| invalid_epoch(why))
+    EPOCH_MS.get_or(|| {
+        let raw = unsafe { pgrx::pg_sys::GetConfigOption(EPOCH_GUC.as_ptr(), true, false) };
+        if raw.is_null() {
+            return TWITTER_EPOCH_MS;
         }
-        ms => ms,
+        let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
+        parse_epoch(&text).unwrap_or_else(|why| invalid_epoch(why))
+    })
+}
+
+/// A value set once (in the postmaster, inherited by every backend), with its own "set" flag.
+struct EpochCache {
+    ms: AtomicU64,
+    set: AtomicBool,
+}
+
+impl EpochCache {
+    const fn new() -> Self {
+        EpochCache {
+            ms: AtomicU64::new(0),
+            set: AtomicBool::new(false),
+        }
+    }
+
+    fn set(&self, ms: u64) {
+        self.ms.store(ms, Ordering::Relaxed);
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// The value once set; until then whatever `lookup` says, every time.
+    #[track_caller]
+    fn get_or(&self, lookup: impl FnOnce() -> u64) -> u64 {
+        if self.set.load(Ordering::Acquire) {
+            self.ms.load(Ordering::Relaxed)
+        } else {
+            lookup()
+        }
     }
 }
 
@@ -146,13 +207,146 @@ pub fn max_clock_wait_ms() -> u64 {
     MAX_CLOCK_WAIT.get().max(0) as u64
 }
 
-/// Runs `f` with the base62 passphrase's bytes (None when unset or empty), borrowed from the
-/// setting's own memory for the length of the call and no longer: a configuration reload
-/// frees that memory, and one can only happen between statements, never inside `f`.
+/// Runs `f` with the base62 passphrase's bytes (None when no key file is set), borrowed from the
+/// setting's "extra" for the length of the call and no longer: a configuration reload frees that
+/// memory, and one can only happen between statements, never inside `f`.
 pub fn with_base62_key<T>(f: impl FnOnce(Option<&[u8]>) -> T) -> T {
-    let raw = unsafe { *BASE62_KEY.as_ptr() };
-    // SAFETY: non-null, it points at the NUL-terminated value Postgres keeps until the setting
+    let raw = KEY.load(Ordering::Acquire);
+    // SAFETY: non-null, it is a block from `key_extra`, which PostgreSQL keeps until the setting
     // changes, which cannot happen during `f`.
-    let bytes = (!raw.is_null()).then(|| unsafe { CStr::from_ptr(raw) }.to_bytes());
-    f(bytes.filter(|b| !b.is_empty()))
+    let bytes = (!raw.is_null()).then(|| unsafe {
+        let len = raw.cast::<usize>().read_unaligned();
+        std::slice::from_raw_parts(raw.add(size_of::<usize>()), len)
+    });
+    f(bytes)
+}
+
+/// A malloc'd copy of `key` in the layout `with_base62_key` reads, or null when out of memory.
+fn key_extra(key: &[u8]) -> *mut u8 {
+    unsafe {
+        let block = libc::malloc(size_of::<usize>() + key.len()).cast::<u8>();
+        if !block.is_null() {
+            block.cast::<usize>().write_unaligned(key.len());
+            std::ptr::copy_nonoverlapping(key.as_ptr(), block.add(size_of::<usize>()), key.len());
+        }
+        block
+    }
+}
+
+/// What a check hook reports when it refuses a value (PostgreSQL's GUC_check_errmsg and its
+/// kin): PostgreSQL then raises it instead of its own "invalid value" message, which would
+/// print the value.
+unsafe fn refuse(message: &str, detail: Option<&str>, hint: &str) -> bool {
+    let copy = |text: &str| {
+        let text = CString::new(text.replace('\0', "")).expect("no NUL left");
+        unsafe { pg_sys::pstrdup(text.as_ptr()) }
+    };
+    unsafe {
+        pg_sys::GUC_check_errcode(errors::INVALID_PARAMETER as i32);
+        pg_sys::GUC_check_errmsg_string = copy(message);
+        if let Some(detail) = detail {
+            pg_sys::GUC_check_errdetail_string = copy(detail);
+        }
+        pg_sys::GUC_check_errhint_string = copy(hint);
+    }
+    false
+}
+
+/// Reads the key file whenever idgen.base62_key_file gets a value: at start-up and at every
+/// reload (PostgreSQL checks every value of the configuration file again then, changed or
+/// not), in each process. A file that cannot be used is refused with the reason, and the key
+/// in use stays as it was: at a reload the old key, at start-up none.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_key_file(
+    newval: *mut *mut c_char,
+    extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let path = unsafe {
+        (*newval)
+            .as_ref()
+            .map(|p| CStr::from_ptr(p).to_string_lossy())
+    };
+    let Some(path) = path.filter(|p| !p.is_empty()) else {
+        return true; // no key
+    };
+    // A parallel worker is forked from the postmaster and holds the key as of the last reload,
+    // as its leader does: it keeps that one rather than a file that may have changed since.
+    let inherited = KEY.load(Ordering::Acquire);
+    let key = if unsafe { pg_sys::InitializingParallelWorker } && !inherited.is_null() {
+        with_base62_key(|key| key.map(<[u8]>::to_vec)).unwrap_or_default()
+    } else {
+        match key_file::read(Path::new(path.as_ref()), unsafe { libc::geteuid() }) {
+            Ok(key) => key,
+            Err(e) => {
+                let hint = match e {
+                    key_file::Error::Exposed(_) | key_file::Error::NotOwned { .. } => "Make the file belong to the server's OS user alone: chown postgres FILE; chmod 600 FILE (as root), then reload.",
+                    key_file::Error::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => "Write the passphrase into that file, as the server's OS user: (umask 077; echo '<a long random passphrase>' >\"$PGDATA/idgen_base62.key\"), then reload. A relative path is relative to the data directory.",
+                    _ => "The file holds the passphrase, on one line, and belongs to the server's OS user with mode 0600; see the README, \"Keyed codes\".",
+                };
+                return unsafe {
+                    refuse(
+                        &format!("idgen.base62_key_file \"{path}\" cannot be used: {e}"),
+                        None,
+                        hint,
+                    )
+                };
+            }
+        }
+    };
+    let block = key_extra(&key);
+    if block.is_null() {
+        return unsafe {
+            refuse(
+                "out of memory reading idgen.base62_key_file",
+                None,
+                "Try again.",
+            )
+        };
+    }
+    unsafe { *extra = block.cast() };
+    true
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn assign_key_file(_newval: *const c_char, extra: *mut c_void) {
+    KEY.store(extra.cast(), Ordering::Release);
+}
+
+/// Refuses every value of idgen.base62_key, without repeating it (PostgreSQL's own message
+/// would), and says how to move it.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_retired_key(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let empty = unsafe { (*newval).is_null() || **newval == 0 };
+    empty
+        || unsafe {
+            refuse(
+                "idgen.base62_key is no longer read: since idgen 0.3.0 the passphrase lives in the file named by idgen.base62_key_file",
+                Some("Members of pg_read_all_settings and pg_monitor could read the setting; nobody but the server's OS user can read the file. The same passphrase gives the same codes."),
+                MOVE_THE_KEY,
+            )
+        }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EpochCache;
+
+    #[test]
+    fn an_epoch_of_zero_is_cached_like_any_other() {
+        let cache = EpochCache::new();
+        assert_eq!(cache.get_or(|| 7), 7, "not set: looked up");
+        assert_eq!(cache.get_or(|| 8), 8, "not set: looked up every time");
+        cache.set(0);
+        assert_eq!(cache.get_or(|| panic!("looked up although set to 0")), 0);
+        cache.set(1_288_834_974_657);
+        assert_eq!(
+            cache.get_or(|| panic!("looked up although set")),
+            1_288_834_974_657
+        );
+    }
 }

@@ -67,14 +67,22 @@ INSERT INTO links (url) VALUES ('https://example.com/a'), ('https://example.com/
 SELECT code, base62_decode(code) AS n, url FROM links ORDER BY code;
 DROP TABLE links;
 
--- Hiding volume: a keyed permutation. The key lives only in the server configuration
--- (postgresql.conf or ALTER SYSTEM): every place other roles could read it from is refused.
+-- Hiding volume: a keyed permutation. The key lives in a file that only the server's OS user
+-- can read, named by idgen.base62_key_file in the server configuration; the path is a setting,
+-- the key is in none. The harness (pg_test/test_sql_suite.py) wrote idgen_base62.key into the
+-- data directory, mode 0600, before this suite.
 SELECT error_of('SELECT base62_encode_keyed(1)');
-SELECT error_of($$SET idgen.base62_key = 'correct horse battery staple'$$);
-SELECT error_of($$ALTER DATABASE idgen_regress SET idgen.base62_key = 'leaked'$$);
-SELECT error_of($$ALTER ROLE CURRENT_USER SET idgen.base62_key = 'leaked'$$);
-SELECT error_of($$CREATE FUNCTION leaky() RETURNS int LANGUAGE sql SET idgen.base62_key = 'leaked' AS 'SELECT 1'$$);
-ALTER SYSTEM SET idgen.base62_key = 'correct horse battery staple';
+SELECT error_of($$SET idgen.base62_key_file = 'idgen_base62.key'$$);
+SELECT error_of($$ALTER DATABASE idgen_regress SET idgen.base62_key_file = 'leaked'$$);
+SELECT error_of($$ALTER ROLE CURRENT_USER SET idgen.base62_key_file = 'leaked'$$);
+-- 0.2.0's setting of the key itself refuses every value, and names none of them.
+ALTER SYSTEM SET idgen.base62_key = 'tr0ub4dor';
+ALTER SYSTEM SET idgen.base62_key_file = 'no_such.key';
+-- COPY creates its files readable by everyone (mode 0644): refused.
+DO $$ BEGIN EXECUTE format('COPY (SELECT %L) TO %L', 'a passphrase',
+                           current_setting('data_directory') || '/idgen_public.key'); END $$;
+ALTER SYSTEM SET idgen.base62_key_file = 'idgen_public.key';
+ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key';
 SELECT pg_reload_conf();
 SELECT pg_sleep(1);
 -- The codes idgen 0.1.0 made under this key, unchanged.
@@ -86,21 +94,19 @@ FROM nums;
 CREATE ROLE idgen_plain_user LOGIN;
 GRANT USAGE ON SCHEMA public TO idgen_plain_user;
 SET ROLE idgen_plain_user;
--- PostgreSQL's own "permission denied" (worded differently from 16 on): the SQLSTATE alone.
-SELECT sqlstate_of('SHOW idgen.base62_key');
-SELECT sqlstate_of($$SELECT current_setting('idgen.base62_key')$$);
-SELECT count(*) AS visible_in_pg_settings FROM pg_settings WHERE name = 'idgen.base62_key';
+SELECT current_setting('idgen.base62_key_file') AS the_path_is_no_secret;
 SELECT count(*) AS in_catalogs FROM (
   SELECT unnest(setconfig) AS s FROM pg_db_role_setting
   UNION ALL SELECT unnest(rolconfig) FROM pg_roles
   UNION ALL SELECT unnest(proconfig) FROM pg_proc) c
 WHERE s LIKE 'idgen.base62_key%';
-SELECT error_of($$SET idgen.base62_key = 'mine'$$);
+SELECT error_of($$SET idgen.base62_key_file = 'mine.key'$$);
+SELECT sqlstate_of($$SELECT pg_read_file('idgen_base62.key')$$);
 SELECT base62_decode_keyed(base62_encode_keyed(42)) AS plain_user_can_use_it;
 RESET ROLE;
 DROP OWNED BY idgen_plain_user;
 DROP ROLE idgen_plain_user;
-ALTER SYSTEM RESET idgen.base62_key;
+ALTER SYSTEM RESET idgen.base62_key_file;
 SELECT pg_reload_conf();
 
 -- Errors.

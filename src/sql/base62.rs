@@ -1,7 +1,7 @@
 //! base62_encode() / base62_decode(), UUID <-> base62, and the keyed (volume-hiding) forms.
 //!
 //! All but the keyed forms are IMMUTABLE STRICT PARALLEL SAFE: the result depends only on the
-//! arguments. The keyed forms read idgen.base62_key, so they are STABLE.
+//! arguments. The keyed forms read the key named by idgen.base62_key_file, so they are STABLE.
 
 use crate::base62::{self, Alphabet, Permutation, DEFAULT_ALPHABET};
 use crate::errors::{self, error};
@@ -116,14 +116,18 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(
         }
         let text =
             std::slice::from_raw_parts(vardata_any(text).cast::<u8>(), varsize_any_exhdr(text));
-        // The alphabet, looked up once per call site when it is a constant (the DEFAULT, or a
-        // literal): kept in fn_extra for the rest of the query, as PostgreSQL's own functions
-        // cache per-call-site state. The default alphabet is a static; a custom one is copied
-        // out of the backend's cache, so that no RefCell is borrowed across palloc below.
+        // The alphabet, kept in fn_extra for the rest of the query, as PostgreSQL's own
+        // functions cache per-call-site state. "Stable" arguments are not constant: a PL/pgSQL
+        // variable, NEW.col or a loop variable is a Param whose value changes from call to call
+        // at the same call site. So the cached alphabet serves only a call whose 62 bytes it
+        // equals (one 62-byte comparison a row); any other alphabet is looked up (and checked)
+        // again and replaces it. The default alphabet is a static; a custom one is copied out of
+        // the backend's cache, so that no RefCell is borrowed across palloc below.
         let flinfo = (*fcinfo).flinfo;
+        let cached = (*flinfo).fn_extra.cast::<Alphabet>();
         let custom: Alphabet;
-        let alphabet: &Alphabet = if !(*flinfo).fn_extra.is_null() {
-            &*(*flinfo).fn_extra.cast::<Alphabet>()
+        let alphabet: &Alphabet = if !cached.is_null() && (*cached).as_bytes() == text {
+            &*cached
         } else {
             let a = if text == DEFAULT_ALPHABET.as_bytes() {
                 Alphabet::default_alphabet()
@@ -131,12 +135,14 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(
                 custom = with_alphabet(text, Alphabet::clone);
                 &custom
             };
-            if pg_sys::get_fn_expr_arg_stable(flinfo, 2) {
-                let keep = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, size_of::<Alphabet>())
-                    .cast::<Alphabet>();
-                keep.write(a.clone());
-                (*flinfo).fn_extra = keep.cast();
-            }
+            let keep = if cached.is_null() {
+                pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, size_of::<Alphabet>())
+                    .cast::<Alphabet>()
+            } else {
+                cached
+            };
+            keep.write(a.clone());
+            (*flinfo).fn_extra = keep.cast();
             a
         };
         let len = base62::code_len(n, i64::from(width)).unwrap_or_else(|e| raise(e));
@@ -158,9 +164,9 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(
 fn with_permutation<T>(f: impl FnOnce(&Permutation) -> T) -> T {
     settings::with_base62_key(|key| {
         let Some(key) = key else {
-            error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.base62_key is not set")
-                .detail("The keyed base62 functions need a key in the server configuration (postgresql.conf or ALTER SYSTEM); it cannot be set per database, role, session or function, where other roles could read it.")
-                .hint("As a superuser: ALTER SYSTEM SET idgen.base62_key = '<a long random passphrase>'; SELECT pg_reload_conf(); and remove any ALTER DATABASE/ROLE ... SET idgen.base62_key left from idgen 0.1.0.")
+            error(errors::NOT_IN_PREREQUISITE_STATE, "no base62 key: idgen.base62_key_file is not set")
+                .detail("The keyed base62 functions read their passphrase from a file that only the server's OS user can read, named by idgen.base62_key_file in the server configuration. A file that could not be used is named in the server log.")
+                .hint("As the server's OS user: (umask 077; echo '<a long random passphrase>' >\"$PGDATA/idgen_base62.key\"); then as a superuser: ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'; SELECT pg_reload_conf(); A key kept in idgen.base62_key by idgen 0.2.0 moves in one step: see the README, \"Keyed codes\".")
                 .raise()
         };
         KEY.with_borrow_mut(|cached| {
