@@ -12,6 +12,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::snowflake::{MAX_EPOCH_UNIX_MS, MAX_MILLIS};
+
 const MAGIC: &str = "idgen-horizon-v1";
 
 #[derive(Debug)]
@@ -19,13 +21,24 @@ pub enum ReadError {
     Io(io::Error),
     /// The file exists but does not hold a horizon: do not guess, a wrong guess can reissue ids.
     Corrupt(String),
+    /// A horizon later than any snowflake id can be: typed in wrong (microseconds, say, while
+    /// following the repair HINT), it would stop the generator for millennia.
+    OutOfRange(u64),
 }
+
+/// The latest Unix millisecond any snowflake id can carry: the latest epoch plus 2^41 - 1 ms
+/// (2107-09-26). A real horizon is the clock plus a second, far below it.
+pub const MAX_UNIX_MS: u64 = MAX_EPOCH_UNIX_MS + MAX_MILLIS;
 
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Io(e) => write!(f, "{e}"),
             Self::Corrupt(text) => write!(f, "unexpected contents {text:?}"),
+            Self::OutOfRange(ms) => write!(
+                f,
+                "horizon {ms} is later than any snowflake id can be (at most {MAX_UNIX_MS}, 2107-09-26): the file holds Unix milliseconds (13 digits), not microseconds or nanoseconds"
+            ),
         }
     }
 }
@@ -43,6 +56,7 @@ pub fn read(path: &Path) -> Result<Option<u64>, ReadError> {
         words.next().map(str::parse::<u64>),
         words.next(),
     ) {
+        (Some(MAGIC), Some(Ok(ms)), None) if ms > MAX_UNIX_MS => Err(ReadError::OutOfRange(ms)),
         (Some(MAGIC), Some(Ok(ms)), None) => Ok(Some(ms)),
         _ => Err(ReadError::Corrupt(text.chars().take(80).collect())),
     }
@@ -185,5 +199,23 @@ mod tests {
                 "{text:?} was accepted"
             );
         }
+    }
+
+    #[test]
+    fn a_horizon_no_snowflake_id_can_reach_is_refused_with_the_unit_named() {
+        let (_dir, path) = scratch();
+        // today in microseconds, as a hurried repair might type it
+        fs::write(&path, "idgen-horizon-v1 1767225600000000\n").unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(
+            matches!(e, ReadError::OutOfRange(1_767_225_600_000_000)),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("not microseconds"), "{e}");
+        fs::write(&path, format!("idgen-horizon-v1 {}\n", MAX_UNIX_MS + 1)).unwrap();
+        assert!(matches!(read(&path), Err(ReadError::OutOfRange(_))));
+        fs::write(&path, format!("idgen-horizon-v1 {MAX_UNIX_MS}\n")).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(MAX_UNIX_MS));
+        assert_eq!(MAX_UNIX_MS, 4_346_506_902_551);
     }
 }

@@ -46,3 +46,21 @@ fn uuid_v7_boundary_parses_as_the_millisecond_it_was_given() {
     let (secs, nanos) = uuid::Uuid::parse_str(&text).unwrap().get_timestamp().unwrap().to_unix();
     assert_eq!((secs, nanos), (1_704_164_645, 678_000_000));
 }
+
+// The last timestamps of PostgreSQL's range (the year 294276): converting them to Unix time once
+// added 2000-01-01's offset to their microseconds, past i64::MAX (a panic in this debug build, a
+// wrap in a release build). Now each function says the timestamp is out of its range.
+#[pg_test(error = "timestamp out of range for a snowflake id")]
+fn snowflake_from_the_last_timestamp_is_out_of_range_not_an_overflow() {
+    Spi::run("SELECT snowflake_from_timestamp('294276-12-31 23:59:59.999999+00')").unwrap();
+}
+
+#[pg_test(error = "uuid_v7_boundary: timestamp out of range for a UUID v7")]
+fn uuid_v7_boundary_of_the_last_timestamp_is_out_of_range_not_an_overflow() {
+    Spi::run("SELECT uuid_v7_boundary('294276-12-31 23:59:59.999999+00')").unwrap();
+}
+
+#[pg_test(error = "uuid_v7: timestamp out of range for a UUID v7")]
+fn uuid_v7_at_the_last_timestamp_is_out_of_range_not_an_overflow() {
+    Spi::run("SELECT uuid_v7('294276-12-31 23:59:59.999999+00'::timestamptz)").unwrap();
+}

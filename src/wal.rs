@@ -60,11 +60,23 @@ unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8]) {
     unsafe {
         let decoded = (*record).record;
         let info = (*decoded).header.xl_info & XLR_RMGR_INFO_MASK;
-        let data = std::slice::from_raw_parts(
-            (*decoded).main_data.cast::<u8>(),
-            (*decoded).main_data_len as usize,
-        );
-        (info, data)
+        (
+            info,
+            main_data((*decoded).main_data, (*decoded).main_data_len),
+        )
+    }
+}
+
+/// A record's main data as a slice. A record without main data has a NULL pointer, which no
+/// slice may hold, even an empty one.
+///
+/// # Safety
+/// `ptr` is NULL or points at `len` readable bytes that outlive `'a`.
+unsafe fn main_data<'a>(ptr: *const std::ffi::c_char, len: u32) -> &'a [u8] {
+    if ptr.is_null() || len == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len as usize) }
     }
 }
 
@@ -97,5 +109,20 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
     match info & XLR_RMGR_INFO_MASK {
         XLOG_IDGEN_HORIZON => c"HORIZON".as_ptr(),
         _ => std::ptr::null(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::main_data;
+
+    #[test]
+    fn a_record_without_main_data_reads_as_empty() {
+        let empty = unsafe { main_data(std::ptr::null(), 0) };
+        assert!(empty.is_empty());
+        let bytes = *b"horizon";
+        let read = unsafe { main_data(bytes.as_ptr().cast(), bytes.len() as u32) };
+        assert_eq!(read, b"horizon");
+        assert!(unsafe { main_data(bytes.as_ptr().cast(), 0) }.is_empty());
     }
 }

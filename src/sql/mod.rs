@@ -21,8 +21,13 @@ unsafe extern "C-unwind" {
 
 /// Microseconds from 1970-01-01 to Postgres' own epoch, 2000-01-01.
 pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+/// The same in milliseconds (it is a whole number of them).
+const PG_EPOCH_OFFSET_MS: i64 = PG_EPOCH_OFFSET_US / 1000;
 
-/// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity.
+/// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity. Exact for
+/// every finite timestamp: the microseconds are turned into milliseconds before the offset is
+/// added, since the offset added to the last timestamps of PostgreSQL's range (the year 294276)
+/// would pass i64::MAX microseconds.
 #[track_caller]
 pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
     if !ts.is_finite() {
@@ -34,19 +39,73 @@ pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
         .raise();
     }
     let us: pg_sys::TimestampTz = ts.into();
-    (us + PG_EPOCH_OFFSET_US).div_euclid(1000)
+    unix_ms_of_pg_us(us)
 }
 
+/// Cannot overflow: |us / 1000| is at most i64::MAX / 1000.
+fn unix_ms_of_pg_us(us: i64) -> i64 {
+    us.div_euclid(1000) + PG_EPOCH_OFFSET_MS
+}
+
+/// PostgreSQL's microseconds of a Unix millisecond, or None past what an i64 holds.
+fn pg_us_of_unix_ms(ms: u64) -> Option<i64> {
+    i64::try_from(ms)
+        .ok()?
+        .checked_sub(PG_EPOCH_OFFSET_MS)?
+        .checked_mul(1000)
+}
+
+#[track_caller]
 pub fn timestamp_of_unix_ms(ms: u64) -> TimestampWithTimeZone {
-    let us = (ms as i64) * 1000 - PG_EPOCH_OFFSET_US;
-    TimestampWithTimeZone::try_from(us).unwrap_or_else(|_| {
-        error(
-            errors::DATETIME_OUT_OF_RANGE,
-            format!("{ms} ms since 1970 is out of the timestamp range"),
-        )
-        .hint("PostgreSQL timestamps end in the year 294276.")
-        .raise()
-    })
+    pg_us_of_unix_ms(ms)
+        .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
+        .unwrap_or_else(|| {
+            error(
+                errors::DATETIME_OUT_OF_RANGE,
+                format!("{ms} ms since 1970 is out of the timestamp range"),
+            )
+            .hint("PostgreSQL timestamps end in the year 294276.")
+            .raise()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ends_of_the_timestamp_range_convert_without_overflow() {
+        // PostgreSQL's last finite timestamp, 294276-12-31 23:59:59.999999 UTC (END_TIMESTAMP - 1)
+        let last: i64 = 9_223_371_331_200_000_000 - 1;
+        assert_eq!(unix_ms_of_pg_us(last), 9_224_318_015_999_999);
+        // its first, 4714-11-24 00:00:00 BC
+        let first: i64 = -211_813_488_000_000_000;
+        assert_eq!(unix_ms_of_pg_us(first), -210_866_803_200_000);
+        assert_eq!(unix_ms_of_pg_us(-1), PG_EPOCH_OFFSET_MS - 1, "rounds down");
+        assert_eq!(unix_ms_of_pg_us(0), PG_EPOCH_OFFSET_MS);
+        assert_eq!(
+            unix_ms_of_pg_us(i64::MAX),
+            i64::MAX / 1000 + PG_EPOCH_OFFSET_MS
+        );
+        assert_eq!(
+            unix_ms_of_pg_us(i64::MIN),
+            i64::MIN.div_euclid(1000) + PG_EPOCH_OFFSET_MS
+        );
+    }
+
+    #[test]
+    fn milliseconds_past_an_i64_of_microseconds_are_none_not_wrapped() {
+        assert_eq!(pg_us_of_unix_ms(0), Some(-PG_EPOCH_OFFSET_US));
+        assert_eq!(
+            pg_us_of_unix_ms(1_704_164_645_678),
+            Some(757_479_845_678_000)
+        );
+        assert_eq!(pg_us_of_unix_ms(u64::MAX), None);
+        assert_eq!(pg_us_of_unix_ms(i64::MAX as u64), None);
+        let largest = (i64::MAX / 1000 + PG_EPOCH_OFFSET_MS) as u64;
+        assert!(pg_us_of_unix_ms(largest).is_some());
+        assert_eq!(pg_us_of_unix_ms(largest + 1), None);
+    }
 }
 
 // snowflake_convert_column() and uuid_v7_convert_column(), since 0.2.0: a few DDL statements
