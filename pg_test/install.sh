@@ -170,6 +170,25 @@ stop_running_clusters() {
   done
 }
 
+# Stops the cluster that `make run` started in DIR (`make stop`), whichever version runs it: a
+# fast shutdown (SIGINT, as pg_ctl -m fast sends) to the postmaster its lock file names, so it
+# needs neither that version's pg_ctl nor the Python side. Says what it did; fails if the server
+# is still up after a minute.
+stop_cluster() {
+  local data="$1/data" pid
+  pid=$(head -1 "$data/postmaster.pid" 2>/dev/null) || pid=
+  if [[ ! "$pid" =~ ^[0-9]+$ ]] || ! kill -0 "$pid" 2>/dev/null; then
+    log "no cluster runs in $data"
+    return 0
+  fi
+  kill -INT "$pid"
+  for _ in $(seq 600); do
+    if ! kill -0 "$pid" 2>/dev/null; then log "stopped the cluster in $data"; return 0; fi
+    sleep 0.1
+  done
+  die "the cluster in $data (postmaster $pid) is still running a minute after a fast shutdown: stop it with kill -QUIT $pid"
+}
+
 install_extension() {
   log "building and installing idgen (release) into $($PG_CONFIG --pkglibdir)"
   stop_running_clusters
@@ -197,7 +216,8 @@ py() {
 
 # The releases the upgrade test starts from (pg_test/test_upgrade.py), by the commit each was
 # made from: its tag may be missing from a clone, its commit is not.
-declare -A RELEASE_COMMIT=([0.1.0]=edf48b1f8700028e93cc440727e0d72ad953399f)
+declare -A RELEASE_COMMIT=([0.1.0]=edf48b1f8700028e93cc440727e0d72ad953399f
+                           [0.2.0]=5b578620a741209affc36ba2d4b66febedb619e9)
 
 # Builds idgen VERSION for $PG from the git history, once: the files `cargo pgrx package` lays
 # out, in $(pg_home)/idgen-VERSION/pgNN, readable by the postgres user. Prints that folder.

@@ -1,8 +1,9 @@
 """A database's life with idgen: ALTER EXTENSION UPDATE from the first release, and dump and
 restore.
 
-The upgrade test installs idgen 0.1.0 as built from the git history (pg_test/run builds it, with
-`build_release` in install.sh, and names it in $IDGEN_OLD_PACKAGE) into a private copy of the
+The upgrade test installs idgen 0.1.0, and 0.2.0, as built from the git history (pg_test/run
+builds them, with `build_release` in install.sh, and names them in $IDGEN_OLD_PACKAGES) into a
+private copy of the
 server's installation, fills a database that uses idgen everywhere a column can (DEFAULTs,
 expression indexes, a partitioned table, a generated column, a view), then installs this build
 over it, restarts, runs ALTER EXTENSION idgen UPDATE, and checks that (a) everything still works
@@ -20,7 +21,7 @@ import cluster
 import psycopg2
 import pytest
 
-OLD_VERSION = "0.1.0"
+OLD_VERSIONS = ["0.1.0", "0.2.0"]
 SYSTEM_LIBS = ("/lib/", "/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/")
 
 
@@ -78,14 +79,15 @@ def this_build():
     return [lib, *sorted(glob.glob(os.path.join(ext, "idgen.control")) + glob.glob(os.path.join(ext, "idgen--*.sql")))]
 
 
-def old_release():
-    package = os.environ.get("IDGEN_OLD_PACKAGE")
-    if not package:
-        pytest.fail("IDGEN_OLD_PACKAGE is not set: run the tests with `make test`, which builds idgen "
-                    f"{OLD_VERSION} from the git history for this test")
-    files = idgen_files(package)
+def old_release(version):
+    packages = dict(p.split("=", 1) for p in os.environ.get("IDGEN_OLD_PACKAGES", "").split())
+    if version not in packages:
+        pytest.fail("IDGEN_OLD_PACKAGES names no build of idgen {version}: run the tests with `make test`, which "
+                    "builds the old releases from the git history for this test")
+    files = idgen_files(packages[version])
     names = sorted(os.path.basename(f) for f in files)
-    assert names == sorted(["idgen.so", "idgen.control", f"idgen--{OLD_VERSION}.sql"]), files
+    shipped = {"0.1.0": ["idgen--0.1.0.sql"], "0.2.0": ["idgen--0.1.0--0.2.0.sql", "idgen--0.2.0.sql"]}[version]
+    assert names == sorted(["idgen.so", "idgen.control", *shipped]), files
     return files
 
 
@@ -172,32 +174,33 @@ def differences(fresh, upgraded):
     return "\n".join(out)
 
 
-def test_alter_extension_update_from_the_first_release(cluster_factory, tmp_path):
+@pytest.mark.parametrize("old_version", OLD_VERSIONS)
+def test_alter_extension_update_from_each_release(cluster_factory, tmp_path, old_version):
     new_version = current_version()
-    assert new_version != OLD_VERSION, "the version was not bumped since the first release"
+    assert new_version not in old_versionS, "the version was not bumped since the last release"
     server = private_server(str(tmp_path / "server"))
-    install_idgen(server, old_release())
+    install_idgen(server, old_release(old_version))
     c = cluster_factory("upgraded", start=False, bin_dir=server[0])
     c.start()
     c.q("CREATE DATABASE life")
     c.q("CREATE EXTENSION idgen", db="life")
-    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == OLD_VERSION
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == old_version
     epoch = fill(c, "life")
     check_works(c, "life", epoch, 500)
     c.stop()
 
-    # the package upgrade: this build's files replace 0.1.0's; the database is still at 0.1.0,
-    # and its functions, defined by 0.1.0's script, run in this build's library
+    # the package upgrade: this build's files replace the old release's; the database is still at the old version,
+    # and its functions, defined by the old release's script, run in this build's library
     install_idgen(server, this_build())
     c.start()
-    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == OLD_VERSION
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == old_version
     add_rows(c, "life", 501, 1000)
     check_works(c, "life", epoch, 1000)
 
     # a version with no path: a clear error, nothing changed
     e = c.error("ALTER EXTENSION idgen UPDATE TO '9.9.9'", db="life")
     assert e.pgcode == "22023" and "no update path" in e.diag.message_primary, e
-    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == OLD_VERSION
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == old_version
 
     c.q("ALTER EXTENSION idgen UPDATE", db="life")
     assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="life") == new_version
@@ -249,9 +252,10 @@ def test_dump_and_restore_into_a_fresh_database_and_a_fresh_server(cluster_facto
         assert target.one(f"SELECT count(*) FROM events WHERE n > 500 AND id <= {high_event}", db=db) == 0
 
 
-def test_psql_refuses_the_upgrade_script_outside_alter_extension(cluster_factory):
-    script = os.path.join(cluster.pg_config("--sharedir"), "extension",
-                          f"idgen--{OLD_VERSION}--{current_version()}.sql")
+@pytest.mark.parametrize("step", [f"{a}--{b}" for a, b in zip(OLD_VERSIONS, [*OLD_VERSIONS[1:], "current"])])
+def test_psql_refuses_each_upgrade_script_outside_alter_extension(cluster_factory, step):
+    step = step.replace("current", current_version())
+    script = os.path.join(cluster.pg_config("--sharedir"), "extension", f"idgen--{step}.sql")
     assert os.path.exists(script), f"no upgrade script {script}: ship one in sql/ for every change of the SQL API"
     c = cluster_factory("psql")
     done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-h", c.socket_dir, "-p", str(c.port), "-U", "postgres",

@@ -1,7 +1,8 @@
 -- Moving an existing key column to idgen's generators (since 0.2.0). PL/pgSQL, because each is a
 -- short series of DDL statements; one call is one transaction, so an error or a cancel at any
 -- step leaves the database exactly as it was. Both run with the caller's rights: the caller must
--- own the tables (ALTER TABLE checks it). This text is also in sql/idgen--0.1.0--0.2.0.sql.
+-- own the tables (ALTER TABLE checks it). The upgrade scripts repeat what changed:
+-- snowflake_convert_column() as of 0.3.0 is also in sql/idgen--0.2.0--0.3.0.sql.
 
 CREATE FUNCTION snowflake_convert_column(tbl regclass, col name DEFAULT 'id', drop_sequence boolean DEFAULT false)
 RETURNS void
@@ -23,6 +24,9 @@ DECLARE
   w_nums int2[];
   widen record;
   view_name text;
+  e_state text;
+  e_message text;
+  e_hint text;
 BEGIN
   IF tbl IS NULL OR col IS NULL OR drop_sequence IS NULL THEN
     RAISE EXCEPTION 'snowflake_convert_column: the table, the column and drop_sequence must not be null'
@@ -83,8 +87,18 @@ BEGIN
             HINT = 'It converts serial, bigserial, identity and DEFAULT nextval(...) columns; set DEFAULT snowflake_next() by hand for any other.';
   END IF;
 
-  -- Every id issued from now on is at least the lowest id of this millisecond.
-  first_id := @extschema@.snowflake_from_timestamp(clock_timestamp());
+  -- The new DEFAULT must run before it is committed (idgen preloaded, a worker id set), or every
+  -- INSERT after the commit would fail. Its first id is also the bound: every id issued from now
+  -- on is above it.
+  BEGIN
+    first_id := @extschema@.snowflake_next();
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_hint = PG_EXCEPTION_HINT;
+    RAISE EXCEPTION 'snowflake_convert_column: snowflake_next() cannot run on this server, so it cannot be the DEFAULT of column "%" of %: %', col, tbl, e_message
+      USING ERRCODE = e_state,
+            DETAIL = 'Nothing was changed.',
+            HINT = coalesce(nullif(e_hint, ''), 'Make snowflake_next() work here first (SELECT snowflake_next();), then convert.');
+  END;
   EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO max_id;
   IF max_id >= first_id THEN
     RAISE EXCEPTION 'snowflake_convert_column: column "%" of % holds ids up to %, at or above the first snowflake id %', col, tbl, max_id, first_id
