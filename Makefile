@@ -8,9 +8,9 @@ PG ?= 15
 export PG
 
 ## The main job: build and install idgen, start a throwaway cluster in .pgdata/ with idgen
-## preloaded, and run the demo.
+## preloaded, and run the demo. ARGS go to benches/main, e.g. make run ARGS="--rows 10000000".
 run:
-	bash benches/main
+	bash benches/main $(ARGS)
 
 ## Every test: core (cargo test), in-Postgres (cargo pgrx test), then the pytest harness: the
 ## SQL-level suite (pg_regress), server scenarios, the study.
@@ -19,7 +19,7 @@ test:
 
 ## Stop the throwaway clusters that `make run` and `make test` started.
 stop:
-	bash -c 'source pg_test/install.sh && postgres_tree && py pg_test/cluster.py stop "$$(cluster_base)/main"'
+	bash -c 'source pg_test/install.sh && stop_cluster "$$(cluster_base)/main"'
 
 ## What a server admin installs, for PG: a Debian package, a tarball and PGXN's META.json, in
 ## target/dist/.

@@ -99,3 +99,47 @@ def test_a_tree_the_postgres_user_cannot_read_is_refused_and_removed(closed_dir)
     again = in_install_sh("ensure_wheel 16", home)
     assert again.returncode == 0, again.stderr
     assert "downloading" not in again.stderr
+
+
+def postmaster_of(data):
+    """The PID in data's postmaster.pid when that process runs, else None."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def test_the_readme_commands_run_stop_and_leave_no_server():
+    """`make run` (at a tiny size), then `make stop`, as the README tells a new user: the first
+    leaves its cluster running, the second stops it, and a second `make stop` has nothing to do."""
+    pg = os.environ.get("PG", "15")
+    base = subprocess.run(["bash", "-c", f'source "{INSTALL}"; cluster_base'], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    data = pathlib.Path(base, "main", "data")
+    tiny = "--rows 20000 --clients 1 --checkpoints 1 --strategies bigserial,snowflake --speed-rows 40960"
+    try:
+        run = subprocess.run(["make", "-s", "-C", str(ROOT), "run", f"PG={pg}", f"ARGS={tiny}"],
+                             capture_output=True, text=True, timeout=1200)
+        assert run.returncode == 0, run.stderr[-4000:]
+        assert "The cluster is still running" in run.stderr
+        pid = postmaster_of(data)
+        assert pid is not None, "make run left no server running"
+        stop = subprocess.run(["make", "-s", "-C", str(ROOT), "stop", f"PG={pg}"], capture_output=True, text=True,
+                              timeout=120)
+        assert stop.returncode == 0, stop.stderr
+        assert f"stopped the cluster in {data}" in stop.stderr
+        assert postmaster_of(data) is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        again = subprocess.run(["make", "-s", "-C", str(ROOT), "stop"], capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert f"no cluster runs in {data}" in again.stderr
+    finally:
+        left = postmaster_of(data)
+        if left:
+            os.kill(left, 9)
