@@ -177,7 +177,7 @@ def differences(fresh, upgraded):
 @pytest.mark.parametrize("old_version", OLD_VERSIONS)
 def test_alter_extension_update_from_each_release(cluster_factory, tmp_path, old_version):
     new_version = current_version()
-    assert new_version not in old_versionS, "the version was not bumped since the last release"
+    assert new_version not in OLD_VERSIONS, "the version was not bumped since the last release"
     server = private_server(str(tmp_path / "server"))
     install_idgen(server, old_release(old_version))
     c = cluster_factory("upgraded", start=False, bin_dir=server[0])
