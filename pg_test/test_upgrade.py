@@ -252,7 +252,10 @@ def test_dump_and_restore_into_a_fresh_database_and_a_fresh_server(cluster_facto
         assert target.one(f"SELECT count(*) FROM events WHERE n > 500 AND id <= {high_event}", db=db) == 0
 
 
-@pytest.mark.parametrize("step", [f"{a}--{b}" for a, b in zip(OLD_VERSIONS, [*OLD_VERSIONS[1:], "current"], strict=True)])
+STEPS = [f"{a}--{b}" for a, b in zip(OLD_VERSIONS, [*OLD_VERSIONS[1:], "current"], strict=True)]
+
+
+@pytest.mark.parametrize("step", STEPS)
 def test_psql_refuses_each_upgrade_script_outside_alter_extension(cluster_factory, step):
     step = step.replace("current", current_version())
     script = os.path.join(cluster.pg_config("--sharedir"), "extension", f"idgen--{step}.sql")
