@@ -6,6 +6,7 @@ preloaded): the watch needs none, and the ids are written out by hand."""
 import os
 import time
 
+import psycopg2
 from conftest import ROOT
 
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
@@ -149,8 +150,10 @@ def test_a_local_clash_rolled_back_again_and_again_is_kept_once(cluster_factory)
                 cur.execute(f"INSERT INTO t VALUES ({X + 10 + i})")
                 cur.execute("ROLLBACK TO SAVEPOINT a")
                 cur.execute("COMMIT")
-            # the slots' lock is a session lock: released once the slot is written
-            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+            # the slots' lock is released once the slot is written, not at the end of the
+            # transaction: none is held between statements
+            cur.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()"
+                        " AND (locktype = 'advisory' OR relation = 'idgen_fleet.slot_guard'::regclass)")
             assert cur.fetchone() == (0,)
     finally:
         conn.close()
@@ -169,6 +172,42 @@ def test_a_local_clash_rolled_back_again_and_again_is_kept_once(cluster_factory)
     c.q(f"INSERT INTO t VALUES ({X + 100})")
     assert clashes(c) == [(1, "local", "subscription far", X, "t")] and pending(c) == [False]
     assert c.one("SELECT count(*) FROM idgen_fleet.clash_log") == 1
+
+
+def test_no_other_role_can_hold_the_slots_lock_and_stall_a_clash(cluster_factory):
+    """Another role tries every lock it can reach on the watch's objects and keeps its
+    transaction open; a clash met meanwhile is still kept at once (an advisory lock, which any
+    role can take, would have stalled it, and with it the apply worker that met it)."""
+    c = local_node(cluster_factory)
+    c.q("CREATE ROLE mallory LOGIN", "GRANT USAGE ON SCHEMA idgen_fleet TO mallory")
+    mallory = c.connect(user="mallory")
+    mallory.autocommit = False
+    try:
+        with mallory.cursor() as cur:
+            # the advisory lock an earlier design took, held
+            cur.execute("SELECT pg_advisory_lock('idgen_fleet.clash_log'::regclass::oid::integer, 0)")
+            c.q("SET statement_timeout = '10s'", f"INSERT INTO t VALUES ({X})")
+            assert clashes(c) == [(1, "local", "subscription far", X, "t")] and pending(c) == [False]
+            # the watch's own lock, refused; a lock taken on the way to a refusal goes with it
+            for attempt in ["LOCK TABLE idgen_fleet.slot_guard IN SHARE UPDATE EXCLUSIVE MODE",
+                            "LOCK TABLE idgen_fleet.slot_guard IN ACCESS EXCLUSIVE MODE",
+                            "SELECT * FROM idgen_fleet.slot_guard FOR UPDATE",
+                            "SELECT pg_relation_size('idgen_fleet.slot_guard')",
+                            "LOCK TABLE idgen_fleet.clash_log IN ACCESS EXCLUSIVE MODE"]:
+                cur.execute("SAVEPOINT s")
+                try:
+                    cur.execute(attempt)
+                except psycopg2.Error as refused:
+                    assert refused.pgcode == "42501", (attempt, refused)
+                    cur.execute("ROLLBACK TO SAVEPOINT s")
+                else:
+                    assert attempt.startswith("SELECT pg_relation_size"), f"{attempt} was allowed"
+            c.q("SET statement_timeout = '10s'", "BEGIN", f"INSERT INTO t VALUES ({snowflake(10**12, 2, 1)})",
+                "ROLLBACK")
+            assert [w for (w,) in c.q("SELECT worker_id FROM idgen_fleet.clashes WHERE pending")] == [2]
+    finally:
+        mallory.rollback()
+        mallory.close()
 
 
 def test_when_every_slot_is_taken_the_warning_says_so(cluster_factory):

@@ -44,7 +44,7 @@
 -- idgen_fleet.clashes is then a view: the committed log (idgen_fleet.clash_log, the table the
 -- clashes were before) plus every slot whose clash the log lacks yet, marked `pending`.
 --
--- A slot is taken under an advisory lock and freed once the log holds its clash in a committed
+-- A slot is taken under a lock (below) and freed once the log holds its clash in a committed
 -- row, so a few slots suffice: a slot stays taken only while its clash has no committed row,
 -- which means an apply worker stuck on that very clash (or one stopped, or skipped past it).
 -- A session that meets a clash first looks for its slot, so the retries of a stuck apply
@@ -56,7 +56,9 @@
 -- Costs: a row that is no clash costs what it did (the trigger is unchanged: a setting lookup
 -- and a string search; check_id once per worker id per session). A clash costs its session
 -- about a millisecond more (the slots read under the lock); reading idgen_fleet.clashes reads
--- the 32 sequences. The lock is the two-integer advisory lock (OID of idgen_fleet.clash_log, 0).
+-- the 32 sequences. The lock is a table lock on idgen_fleet.slot_guard, which no other role can
+-- take (an advisory lock any role can take and hold, and so stall every apply worker that meets
+-- a clash).
 -- To let a role read the clashes: GRANT USAGE ON SCHEMA idgen_fleet, SELECT ON
 -- idgen_fleet.clashes and EXECUTE ON FUNCTION idgen_fleet.pending_clashes().
 --
@@ -227,20 +229,18 @@ CREATE OR REPLACE VIEW idgen_fleet.clashes AS
     FROM idgen_fleet.pending_clashes() p
     WHERE NOT EXISTS (SELECT 1 FROM idgen_fleet.clash_log l WHERE l.worker_id = p.worker_id AND l.origin = p.origin);
 
--- The advisory lock (two-integer form, keyed on the log's OID) that takes and frees slots. A
--- session-level lock, released as soon as the slots are written: a transaction-level one would
--- be held while the apply transaction goes on and waits for other rows' locks (a deadlock with
--- another apply worker meeting a clash). Released on error too (the callers' handlers).
-CREATE OR REPLACE FUNCTION idgen_fleet.slot_lock(take boolean) RETURNS void
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    IF take THEN
-        PERFORM pg_advisory_lock('idgen_fleet.clash_log'::regclass::oid::integer, 0);
-    ELSE
-        PERFORM pg_advisory_unlock('idgen_fleet.clash_log'::regclass::oid::integer, 0);
-    END IF;
-END
-$$;
+-- The lock that takes and frees slots: a table without rows, locked SHARE UPDATE EXCLUSIVE, a
+-- mode that conflicts with itself but not with the ACCESS SHARE lock any role can take on any
+-- table. LOCK TABLE checks the right (UPDATE, DELETE or TRUNCATE) before it waits, so only the
+-- watch's owner, and roles it grants such a right, can hold it: no other role can stall the
+-- apply workers. It is taken inside a block that is rolled back on purpose once the slots are
+-- written (RAISE SQLSTATE 'IDGF0'): the rollback of that subtransaction releases the lock at
+-- once, while setval() stays (it is never rolled back). A lock held to the end of the
+-- transaction would be held while the apply transaction goes on and waits for other rows' locks
+-- (a deadlock with another apply worker meeting a clash). An error or a cancel rolls the block
+-- back too, and with it the lock.
+CREATE TABLE IF NOT EXISTS idgen_fleet.slot_guard ();
+REVOKE ALL ON idgen_fleet.slot_guard FROM PUBLIC;
 
 -- Under the lock: frees every slot whose clash the log holds in a row this session sees and that
 -- this transaction did not write. Such a row committed: the only uncommitted rows a session sees
@@ -286,8 +286,8 @@ BEGIN
         kept := true;   -- committed before
         RETURN;
     END IF;
-    PERFORM idgen_fleet.slot_lock(true);
     BEGIN
+        LOCK TABLE idgen_fleet.slot_guard IN SHARE UPDATE EXCLUSIVE MODE;
         SELECT * INTO t FROM idgen_fleet.tidy_slots(w, sub);
         IF t.held IS NOT NULL THEN
             SELECT * INTO p FROM idgen_fleet.pending_clashes() c WHERE c.slot = t.held;
@@ -305,10 +305,9 @@ BEGIN
         ELSE
             kept := false;
         END IF;
-        PERFORM idgen_fleet.slot_lock(false);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM idgen_fleet.slot_lock(false);
-        RAISE;
+        RAISE SQLSTATE 'IDGF0';  -- releases the lock; the setval()s and these variables stay
+    EXCEPTION WHEN SQLSTATE 'IDGF0' THEN
+        NULL;
     END;
 END
 $$;
@@ -322,13 +321,12 @@ BEGIN
     SELECT p.worker_id, p.origin, p.first_origin, p.id, p.watched, p.seen FROM idgen_fleet.pending_clashes() p
     ON CONFLICT DO NOTHING;
     COMMIT;
-    PERFORM idgen_fleet.slot_lock(true);
     BEGIN
+        LOCK TABLE idgen_fleet.slot_guard IN SHARE UPDATE EXCLUSIVE MODE;
         PERFORM idgen_fleet.tidy_slots(-1, 0);
-        PERFORM idgen_fleet.slot_lock(false);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM idgen_fleet.slot_lock(false);
-        RAISE;
+        RAISE SQLSTATE 'IDGF0';  -- releases the lock; the setval()s stay
+    EXCEPTION WHEN SQLSTATE 'IDGF0' THEN
+        NULL;
     END;
 END
 $$;
