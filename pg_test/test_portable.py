@@ -216,9 +216,14 @@ def test_installed_by_a_role_that_is_not_a_superuser_on_a_server_without_idgen(b
     # the worker id is fixed in what is installed: no session setting changes it
     assert bare.one("SELECT set_config('idgen_portable.worker_id', '9', false)",
                     "SELECT keys.snowflake_worker_id(keys.snowflake_next())", db="app", user="app") == 7
-    # another role may insert without any grant on the generator's state
+    # another role may insert without any grant on the generator's state, once it may call
+    # snowflake_next() (-v grant_to; a reinstall keeps the state)
     bare.q("CREATE ROLE writer LOGIN", "GRANT CONNECT ON DATABASE app TO writer")
     bare.q("GRANT USAGE ON SCHEMA keys TO writer", db="app")
+    assert bare.error("SELECT keys.snowflake_next()", db="app", user="writer").pgcode == "42501"
+    high = bare.one("SELECT keys.snowflake_next()", db="app", user="app")
+    install(bare, "worker_id=7", "schema=keys", "grant_to=writer", db="app", user="app")
+    assert bare.one("SELECT keys.snowflake_next()", db="app", user="writer") > high
     bare.q("GRANT INSERT ON keys.t TO writer", "GRANT USAGE ON SEQUENCE keys.t_ord_seq TO writer", db="app", user="app")
     bare.q("INSERT INTO keys.t (phase) VALUES (0)", db="app", user="writer")
 
@@ -299,7 +304,8 @@ def test_a_cancel_while_holding_the_lock_does_not_leave_it_held(bare):
     bare.q(f"SELECT pg_cancel_backend({pid})")
     t.join(60)
     assert result["error"].pgcode == "57014"
-    assert bare.one(f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = {pid}", db="app") == 0
+    assert bare.one(f"SELECT count(*) FROM pg_locks WHERE (locktype = 'advisory'"
+                    f" OR relation = 'keys.idgen_portable_snowflake_lock'::regclass) AND pid = {pid}", db="app") == 0
     other = bare.connect("app", user="app")
     with other.cursor() as cur:
         cur.execute("SET lock_timeout = '2s'")

@@ -4,16 +4,24 @@
 --   psql -v schema=keys -f sql/portable/switch_to_extension.sql   is the current one, or given)
 --
 -- Run it as a superuser (CREATE EXTENSION idgen needs one) on a server where idgen is installed
--- and preloaded, with the same idgen.epoch as the portable edition was installed with. It
---   1. waits until the clock passes the last millisecond the portable snowflake_next() used
---      (at most 10 s; it fails and changes nothing if the clock is further behind), so that no
---      id the portable edition issued is issued again;
---   2. moves the portable functions, unchanged, into the schema idgen_portable_retired: every
---      DEFAULT, index, generated column and view that uses them keeps working throughout;
---   3. runs CREATE EXTENSION idgen in the same schema, so the same names now are the extension's;
---   4. re-points every column DEFAULT that called a portable function at the extension's
+-- and preloaded, with idgen.worker_id set and the same idgen.epoch as the portable edition was
+-- installed with. It
+--   1. takes the portable snowflake_next()'s lock (idgen_portable_snowflake_lock, SHARE UPDATE
+--      EXCLUSIVE) for its whole transaction: from then on no portable id is issued (callers wait,
+--      and get an error once the switch commits; their next call is the extension's);
+--   2. waits until the clock passes the last millisecond the portable snowflake_next() used
+--      (at most 10 s, writers waiting meanwhile; it fails and changes nothing if the clock is
+--      further behind), so that no id the portable edition issued is issued again;
+--   3. moves the portable functions, unchanged, into the schema idgen_portable_retired: every
+--      DEFAULT, index, generated column and view that uses them keeps working throughout (the
+--      retired snowflake_next() only raises an error that names the extension's);
+--   4. runs CREATE EXTENSION idgen in the same schema, so the same names now are the extension's,
+--      and calls the extension's snowflake_next() once: if it cannot run (not preloaded, no
+--      worker id) the switch fails with its SQLSTATE and changes nothing; else a NOTICE gives
+--      its first id, greater than every portable one;
+--   5. re-points every column DEFAULT that called a portable function at the extension's
 --      function of the same name (the same expression otherwise);
---   5. drops idgen_portable_retired if nothing uses it any more. Indexes, generated columns and
+--   6. drops idgen_portable_retired if nothing uses it any more. Indexes, generated columns and
 --      views keep calling the retired deterministic functions, whose results are the
 --      extension's bit for bit; the NOTICE names them, to re-create at leisure.
 
@@ -31,6 +39,7 @@ DECLARE
   state_c bigint;
   last_ms bigint;
   deadline timestamptz := clock_timestamp() + interval '10 s';
+  tbl regclass;
 BEGIN
   IF to_regprocedure(quote_ident(s) || '.idgen_portable_settings()') IS NULL THEN
     RAISE EXCEPTION 'idgen portable edition: not installed in schema %', s
@@ -57,6 +66,28 @@ BEGIN
   IF installed.worker_id IS DISTINCT FROM current_setting('idgen.worker_id')::int THEN
     RAISE NOTICE 'idgen.worker_id is %, the portable edition used %: fine, as long as no other server uses %',
       current_setting('idgen.worker_id'), coalesce(installed.worker_id::text, 'none'), current_setting('idgen.worker_id');
+  END IF;
+  -- The tables whose DEFAULTs step 5 re-points, locked first: a writer waiting below for the
+  -- generator's lock while it holds one of these would otherwise deadlock with ALTER TABLE.
+  FOR tbl IN SELECT DISTINCT ad.adrelid::regclass
+               FROM pg_attrdef ad
+               JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = ad.oid
+                                 AND dep.refclassid = 'pg_proc'::regclass
+               JOIN pg_proc p ON p.oid = dep.refobjid AND p.pronamespace = s::regnamespace
+                             AND (p.proname LIKE 'idgen\_portable\_%' OR p.proname IN ('base62_encode',
+                                  'base62_decode', 'uuid_to_base62', 'base62_to_uuid', 'snowflake_next',
+                                  'snowflake_timestamp', 'snowflake_worker_id', 'snowflake_sequence',
+                                  'snowflake_from_timestamp', 'uuid_v7', 'uuid_v7_timestamp', 'uuid_v7_boundary'))
+              ORDER BY 1 LOOP
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+  END LOOP;
+  -- No portable id from here on: the portable snowflake_next() takes this lock for each id
+  -- (an older idgen_portable.sql, without the lock table, took this advisory lock instead).
+  IF to_regclass(quote_ident(s) || '.idgen_portable_snowflake_lock') IS NOT NULL THEN
+    EXECUTE format('LOCK TABLE %I.idgen_portable_snowflake_lock IN SHARE UPDATE EXCLUSIVE MODE', s);
+  ELSE
+    PERFORM pg_advisory_xact_lock(1768187749,
+      to_regclass(quote_ident(s) || '.idgen_portable_snowflake_state')::oid::bigint::integer);
   END IF;
   EXECUTE format('SELECT last_value FROM %I.idgen_portable_snowflake_state', s) INTO state_c;
   last_ms := (state_c >> 12) + installed.epoch;
@@ -89,7 +120,31 @@ BEGIN
                                     'uuid_v7_timestamp', 'uuid_v7_boundary')) LOOP
     EXECUTE format('ALTER FUNCTION %s SET SCHEMA idgen_portable_retired', f);
   END LOOP;
-  EXECUTE format('ALTER SEQUENCE %I.idgen_portable_snowflake_state SET SCHEMA idgen_portable_retired', current_schema());
+  -- A portable call waiting for the lock then finds no table of that name (LOCK TABLE looks
+  -- the name up again after a wait): an error, no id. This transaction holds the lock, so it
+  -- waits only for a session that holds a lock on the table without calling snowflake_next():
+  -- 10 s at most, then it fails and changes nothing. (The state sequence moves after the
+  -- commit: writers that wait for this transaction may hold a lock on it.)
+  IF to_regclass(quote_ident(current_schema()) || '.idgen_portable_snowflake_lock') IS NOT NULL THEN
+    BEGIN
+      PERFORM set_config('lock_timeout', '10s', true);
+      EXECUTE format('ALTER TABLE %I.idgen_portable_snowflake_lock SET SCHEMA idgen_portable_retired', current_schema());
+      PERFORM set_config('lock_timeout', '0', true);
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE EXCEPTION 'another session holds a lock on %.idgen_portable_snowflake_lock', quote_ident(current_schema())
+        USING ERRCODE = 'lock_not_available',
+              HINT = 'Find it in pg_locks, end it, and run this again; nothing was changed.';
+    END;
+  END IF;
+  -- The retired generator issues no more ids (the extension's has the worker id now).
+  CREATE OR REPLACE FUNCTION idgen_portable_retired.snowflake_next() RETURNS bigint
+  LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS $fn$
+  BEGIN
+    RAISE EXCEPTION 'the portable snowflake_next() was retired by switch_to_extension.sql'
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Call the extension''s snowflake_next() (in the schema the portable edition was in).';
+  END
+  $fn$;
   -- their calls of one another follow them
   FOR f IN SELECT p.oid FROM pg_proc p
             WHERE p.pronamespace = 'idgen_portable_retired'::regnamespace AND p.prosrc ~ 'idgen_portable_\w+\(' LOOP
@@ -100,6 +155,28 @@ END
 $retire$;
 
 SELECT format('CREATE EXTENSION idgen SCHEMA %I', current_schema()) \gexec
+
+-- The extension's generator must run before anything is committed: idgen.worker_id = -1 (unset)
+-- or a library that is not preloaded passes the checks above but issues no id.
+DO $first$
+DECLARE
+  first_id bigint;
+  state text;
+  message text;
+  hint text;
+BEGIN
+  BEGIN
+    EXECUTE format('SELECT %I.snowflake_next()', current_schema()) INTO first_id;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RAISE EXCEPTION 'the extension''s snowflake_next() cannot run: %', message
+      USING ERRCODE = state,
+            HINT = concat_ws(' ', nullif(hint, ''),
+                             'Nothing was changed: the portable edition stays in place; run this again once that is fixed.');
+  END;
+  RAISE NOTICE 'the extension''s snowflake_next() works: its first id is %', first_id;
+END
+$first$;
 
 DO $repoint$
 DECLARE
@@ -134,3 +211,31 @@ END
 $repoint$;
 
 COMMIT;
+
+-- After the commit: the portable edition's state sequence follows its functions into
+-- idgen_portable_retired, or is dropped if that schema was. A transaction still open that drew
+-- a portable id holds a lock on it: then it stays where it is (a NOTICE says so), unused, to
+-- move or drop later.
+DO $state$
+DECLARE
+  s text := current_schema();
+  retired boolean := to_regnamespace('idgen_portable_retired') IS NOT NULL;
+  obj record;
+BEGIN
+  PERFORM set_config('lock_timeout', '5s', true);
+  FOR obj IN SELECT c.oid::regclass AS rel, CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind
+               FROM pg_class c
+              WHERE c.relnamespace = s::regnamespace
+                AND c.relname = 'idgen_portable_snowflake_state' LOOP
+    BEGIN
+      IF retired THEN
+        EXECUTE format('ALTER %s %s SET SCHEMA idgen_portable_retired', obj.kind, obj.rel);
+      ELSE
+        EXECUTE format('DROP %s %s', obj.kind, obj.rel);
+      END IF;
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE '% is still in use: left in place, unused; drop it later', obj.rel;
+    END;
+  END LOOP;
+END
+$state$;
