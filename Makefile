@@ -3,7 +3,7 @@
 
 .PHONY: run test stop package
 
-# The server version: 15 (Debian's, the default), 16 or 18 (relocatable builds from PyPI).
+# The server version: 15 (Debian's, the default), 16, 17 or 18 (relocatable builds from PyPI).
 PG ?= 15
 export PG
 

