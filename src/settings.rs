@@ -221,16 +221,30 @@ pub fn with_base62_key<T>(f: impl FnOnce(Option<&[u8]>) -> T) -> T {
     f(bytes)
 }
 
-/// A malloc'd copy of `key` in the layout `with_base62_key` reads, or null when out of memory.
+/// A copy of `key` in the layout `with_base62_key` reads, allocated as PostgreSQL frees a
+/// setting's "extra", or null when out of memory.
 fn key_extra(key: &[u8]) -> *mut u8 {
     unsafe {
-        let block = libc::malloc(size_of::<usize>() + key.len()).cast::<u8>();
+        let block = guc_alloc(size_of::<usize>() + key.len()).cast::<u8>();
         if !block.is_null() {
             block.cast::<usize>().write_unaligned(key.len());
             std::ptr::copy_nonoverlapping(key.as_ptr(), block.add(size_of::<usize>()), key.len());
         }
         block
     }
+}
+
+/// Memory for a setting's "extra": PostgreSQL 15 and earlier free it with free(); 16 and later
+/// keep settings in their own memory context and free it with guc_free(), a pfree.
+#[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+unsafe fn guc_alloc(size: usize) -> *mut c_void {
+    unsafe { libc::malloc(size) }
+}
+
+#[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+unsafe fn guc_alloc(size: usize) -> *mut c_void {
+    // LOG, not ERROR: a check hook must not raise; null is reported as out of memory.
+    unsafe { pg_sys::guc_malloc(pg_sys::LOG as i32, size) }
 }
 
 /// What a check hook reports when it refuses a value (PostgreSQL's GUC_check_errmsg and its
