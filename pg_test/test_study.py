@@ -105,3 +105,11 @@ def test_the_speed_table_has_every_generator_and_a_sane_cap(study_server, tmp_pa
     assert cells[5] == "1.00", rows["nextval() CACHE 1"]
     cells = [c.strip() for c in rows["gen_random_uuid()"].split("|")]
     assert cells[6] == "1.00", rows["gen_random_uuid()"]
+    # net of the bare scan timed in the same rounds: gen_random_uuid()'s own net ratio is 1.00,
+    # and core uuidv7()'s column is filled on 18 only
+    assert cells[9] == "1.00", rows["gen_random_uuid()"]
+    cells = [c.strip() for c in rows["uuid_v7()"].split("|")]
+    assert (cells[10] != "—") == (pg_major >= 18), rows["uuid_v7()"]
+    assert "Goals, as measured in this run:" in table
+    goals = [line for line in table.splitlines() if line.startswith("- ") and "(goal " in line]
+    assert len(goals) == (4 if pg_major >= 18 else 3), goals
