@@ -43,7 +43,8 @@
 
 \set ON_ERROR_STOP on
 \if :{?schema}
-SET search_path = :"schema";
+-- the schema, with this session's temporary schema searched last (not first) for relations
+SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident(:'schema') || ', pg_temp', false) AS search_path \gset
 \endif
 \if :{?worker_id}
 SELECT set_config('idgen_portable.worker_id', :'worker_id', false) AS worker_id \gset
