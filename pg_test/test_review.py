@@ -180,6 +180,8 @@ def test_the_retired_setting_refuses_its_value_without_repeating_it(keyed):
     assert e.pgcode == "22023", e
     assert e.diag.message_primary.startswith("idgen.base62_key is no longer read"), e
     assert "idgen.base62_key_file" in e.diag.message_hint and "pg_file_settings" in e.diag.message_hint
+    # the HINT's move is the README's line, word for word (the one test_..._in_one_step runs)
+    assert e.diag.message_hint.endswith(readme_move_line()), e.diag.message_hint
     assert "tr0ub4dor" not in f"{e} {e.diag.message_detail} {e.diag.message_hint}"
 
 

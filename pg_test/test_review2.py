@@ -66,7 +66,7 @@ def test_a_column_of_alphabets_and_a_prepared_generic_plan(ext):
     assert [r[0] for r in rows] == [want[DEFAULT][0], want[REVERSED][0]]
     got = ext.q("SET plan_cache_mode = force_generic_plan",
                 "PREPARE p(text) AS SELECT base62_encode(12345, 0, $1) || base62_encode(12345, 0, $1)",
-                f"EXECUTE p('{DEFAULT}')", )[0][0]
+                f"EXECUTE p('{DEFAULT}')")[0][0]
     assert got == want[DEFAULT][0] * 2
     conn = ext.connect()
     with conn.cursor() as cur:
