@@ -12,6 +12,7 @@ pub use PgSqlErrorCode::{
     ERRCODE_INVALID_TEXT_REPRESENTATION as INVALID_TEXT, ERRCODE_IO_ERROR as IO_ERROR,
     ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as NUMERIC_OUT_OF_RANGE,
     ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_IN_PREREQUISITE_STATE,
+    ERRCODE_QUERY_CANCELED as QUERY_CANCELED,
     ERRCODE_READ_ONLY_SQL_TRANSACTION as READ_ONLY_TRANSACTION,
     ERRCODE_SYSTEM_ERROR as SYSTEM_ERROR,
 };
@@ -40,6 +41,10 @@ impl Error {
     }
     pub fn warn(self) {
         self.0.report(PgLogLevel::WARNING);
+    }
+    /// To the server log only.
+    pub fn log(self) {
+        self.0.report(PgLogLevel::LOG);
     }
 }
 

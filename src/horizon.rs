@@ -16,6 +16,37 @@ use crate::snowflake::{MAX_EPOCH_UNIX_MS, MAX_MILLIS};
 
 const MAGIC: &str = "idgen-horizon-v1";
 
+/// The file's name, in the data directory.
+pub const FILE: &str = "idgen_horizon";
+
+/// How far past a replayed horizon the file may be written while replay is catching up (see
+/// `replay_mark`): ten minutes of the primary's time per file write.
+pub const REPLAY_STRIDE_MS: u64 = 600_000;
+
+/// What a replaying server writes into the file for a replayed horizon, if anything.
+///
+/// The file must never hold less than a horizon replayed before the last restartpoint: a
+/// restart resumes replay there and would not see that record again. It is written and
+/// fsynced before redo returns, so that holds whenever a restartpoint is made — PostgreSQL
+/// gives an extension no hook to write it at the restartpoint instead.
+///
+/// Writing it for every record costs two fsyncs in the startup process, serially: nothing while
+/// a standby follows its primary (two records a second), but hours in a point-in-time restore
+/// that replays days of them at full speed. So:
+/// - a record at or below what the file holds writes nothing (most records of a catch-up);
+/// - otherwise the file gets the replayed horizon plus up to `REPLAY_STRIDE_MS`, but never more
+///   than this server's clock: a value above the truth is safe (the file is a bound, and a
+///   restart resumes past it), and one at or below the clock costs no wait after a restart, so
+///   a restore writes the file once per ten minutes of replayed time while a standby that keeps
+///   up writes exactly what it replayed, as before.
+pub fn replay_mark(replayed_unix_ms: u64, on_disk_unix_ms: u64, now_unix_ms: u64) -> Option<u64> {
+    if replayed_unix_ms <= on_disk_unix_ms {
+        return None;
+    }
+    let ahead = (replayed_unix_ms + REPLAY_STRIDE_MS).min(now_unix_ms);
+    Some(ahead.max(replayed_unix_ms))
+}
+
 #[derive(Debug)]
 pub enum ReadError {
     Io(io::Error),
@@ -43,28 +74,62 @@ impl std::fmt::Display for ReadError {
     }
 }
 
+/// What the file holds: the horizon, and when this server replayed the WAL of a primary whose
+/// `idgen.epoch` differs from its own, that primary's epoch. Ids on another epoch would sort
+/// wrongly against the primary's, so the generator refuses until the setting matches; the
+/// conflict is kept in the file so that a restart does not forget it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub unix_ms: u64,
+    pub primary_epoch_ms: Option<u64>,
+}
+
+impl Mark {
+    #[cfg(test)]
+    pub fn at(unix_ms: u64) -> Mark {
+        Mark {
+            unix_ms,
+            primary_epoch_ms: None,
+        }
+    }
+}
+
+const PRIMARY_EPOCH: &str = "primary-epoch=";
+
 /// The recorded horizon, or None when there is no file yet (a new cluster).
-pub fn read(path: &Path) -> Result<Option<u64>, ReadError> {
+pub fn read(path: &Path) -> Result<Option<Mark>, ReadError> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(ReadError::Io(e)),
     };
+    let corrupt = || ReadError::Corrupt(text.chars().take(80).collect());
     let mut words = text.split_whitespace();
-    match (
-        words.next(),
-        words.next().map(str::parse::<u64>),
-        words.next(),
-    ) {
-        (Some(MAGIC), Some(Ok(ms)), None) if ms > MAX_UNIX_MS => Err(ReadError::OutOfRange(ms)),
-        (Some(MAGIC), Some(Ok(ms)), None) => Ok(Some(ms)),
-        _ => Err(ReadError::Corrupt(text.chars().take(80).collect())),
+    let (Some(MAGIC), Some(Ok(ms))) = (words.next(), words.next().map(str::parse::<u64>)) else {
+        return Err(corrupt());
+    };
+    let primary_epoch_ms = match words.next() {
+        None => None,
+        Some(word) => match word.strip_prefix(PRIMARY_EPOCH).map(str::parse::<u64>) {
+            Some(Ok(epoch)) => Some(epoch),
+            _ => return Err(corrupt()),
+        },
+    };
+    if words.next().is_some() {
+        return Err(corrupt());
     }
+    if ms > MAX_UNIX_MS {
+        return Err(ReadError::OutOfRange(ms));
+    }
+    Ok(Some(Mark {
+        unix_ms: ms,
+        primary_epoch_ms,
+    }))
 }
 
 /// Writes the horizon atomically and durably: a temporary file, fsync, rename over the old one,
 /// fsync of the directory. A crash at any point leaves either the old or the new value.
-pub fn write(path: &Path, unix_ms: u64) -> io::Result<()> {
+pub fn write(path: &Path, mark: Mark) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
         let mut file = OpenOptions::new()
@@ -72,7 +137,10 @@ pub fn write(path: &Path, unix_ms: u64) -> io::Result<()> {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        writeln!(file, "{MAGIC} {unix_ms}")?;
+        match mark.primary_epoch_ms {
+            None => writeln!(file, "{MAGIC} {}", mark.unix_ms)?,
+            Some(epoch) => writeln!(file, "{MAGIC} {} {PRIMARY_EPOCH}{epoch}", mark.unix_ms)?,
+        }
         file.sync_all()?;
     }
     fs::rename(&tmp, path)?;
@@ -85,9 +153,9 @@ pub fn write(path: &Path, unix_ms: u64) -> io::Result<()> {
 
 /// The WAL record of a new horizon (PostgreSQL 15 and later, see `wal.rs`): what a standby, a
 /// crash recovery or a point-in-time restore replays to learn how far the primary may have
-/// issued ids. The horizon is Unix ms, so it orders ids of any worker id and any epoch; the
-/// worker id and epoch are carried for the record's description only. Little-endian, fixed
-/// size, with a format version first.
+/// issued ids. The horizon is Unix ms, so it bounds ids of any worker id and any epoch; replay
+/// compares the record's epoch and worker id with the replaying server's own (see
+/// `horizon_store.rs`). Little-endian, fixed size, with a format version first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
     pub horizon_unix_ms: u64,
@@ -137,6 +205,57 @@ impl std::fmt::Display for Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The file never falls below a replayed horizon, and never runs ahead of the clock
+        /// unless the replayed horizon itself does.
+        #[test]
+        fn a_replayed_mark_covers_the_record_and_stays_within_the_clock(
+            replayed in 0..MAX_UNIX_MS, on_disk in 0..MAX_UNIX_MS, now in 0..MAX_UNIX_MS,
+        ) {
+            match replay_mark(replayed, on_disk, now) {
+                None => prop_assert!(replayed <= on_disk),
+                Some(w) => {
+                    prop_assert!(replayed > on_disk);
+                    prop_assert!(w >= replayed);
+                    prop_assert!(w <= replayed.max(now));
+                    prop_assert!(w <= replayed + REPLAY_STRIDE_MS);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_catch_up_writes_the_file_once_per_stride_and_a_live_standby_every_record() {
+        const T0: u64 = 1_767_225_600_000;
+        // A restore a week behind the clock: records every 500 ms of the primary's time.
+        let now = T0 + 7 * 86_400_000;
+        let mut on_disk = 0;
+        let mut writes = 0;
+        for i in 0..(3_600_000 / 500) {
+            if let Some(w) = replay_mark(T0 + i * 500, on_disk, now) {
+                on_disk = w;
+                writes += 1;
+            }
+        }
+        assert_eq!(writes, 6, "one hour of records, one write per ten minutes");
+        // A standby that keeps up: its clock is at the records (or behind them).
+        let mut on_disk = 0;
+        let mut writes = 0;
+        for i in 1..=100 {
+            let replayed = T0 + i * 500 + 1_000;
+            if let Some(w) = replay_mark(replayed, on_disk, T0 + i * 500) {
+                assert_eq!(
+                    w, replayed,
+                    "exactly what it replayed: no wait after a restart"
+                );
+                on_disk = w;
+                writes += 1;
+            }
+        }
+        assert_eq!(writes, 100);
+    }
 
     #[test]
     fn records_round_trip_and_refuse_other_formats() {
@@ -176,11 +295,26 @@ mod tests {
     #[test]
     fn write_then_read_round_trips_and_overwrites() {
         let (_dir, path) = scratch();
-        write(&path, 1_767_225_600_000).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(1_767_225_600_000));
-        write(&path, 42).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(42));
+        write(&path, Mark::at(1_767_225_600_000)).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(Mark::at(1_767_225_600_000)));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "idgen-horizon-v1 1767225600000\n",
+            "the 0.1.0 format, unchanged without a conflict"
+        );
+        write(&path, Mark::at(42)).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(Mark::at(42)));
         assert!(!path.with_extension("tmp").exists());
+        let conflict = Mark {
+            unix_ms: 1_767_225_600_000,
+            primary_epoch_ms: Some(1_288_834_974_657),
+        };
+        write(&path, conflict).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(conflict));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "idgen-horizon-v1 1767225600000 primary-epoch=1288834974657\n"
+        );
     }
 
     #[test]
@@ -192,6 +326,9 @@ mod tests {
             "idgen-horizon-v1 12x",
             "something 12",
             "idgen-horizon-v1 1 2",
+            "idgen-horizon-v1 1 primary-epoch=",
+            "idgen-horizon-v1 1 primary-epoch=x",
+            "idgen-horizon-v1 1 primary-epoch=5 6",
         ] {
             fs::write(&path, text).unwrap();
             assert!(
@@ -215,7 +352,7 @@ mod tests {
         fs::write(&path, format!("idgen-horizon-v1 {}\n", MAX_UNIX_MS + 1)).unwrap();
         assert!(matches!(read(&path), Err(ReadError::OutOfRange(_))));
         fs::write(&path, format!("idgen-horizon-v1 {MAX_UNIX_MS}\n")).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(MAX_UNIX_MS));
+        assert_eq!(read(&path).unwrap(), Some(Mark::at(MAX_UNIX_MS)));
         assert_eq!(MAX_UNIX_MS, 4_346_506_902_551);
     }
 }

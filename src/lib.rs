@@ -1,7 +1,10 @@
 //! idgen: Snowflake ids, time-ordered UUID v7 and base62 codes, generated inside PostgreSQL.
 //!
 //! The pure core (`snowflake`, `horizon`, `uuid7`, `base62`, `key_file`) knows nothing of Postgres and is tested with plain
-//! `cargo test`; `settings`, `shared`, `clock`, `errors` and `sql` are the thin pgrx layer.
+//! `cargo test`; `settings`, `shared`, `clock`, `horizon_store`, `errors` and `sql` are the thin
+//! pgrx layer. `horizon_store` keeps the durable horizon (WAL, synchronous standbys, the file,
+//! replay); the modules depend on one another in one direction only:
+//! sql → horizon_store → shared → settings, and all of them on the pure core.
 
 mod base62;
 mod horizon;
@@ -11,11 +14,10 @@ mod uuid7;
 
 mod clock;
 mod errors;
+mod horizon_store;
 mod settings;
 mod shared;
 mod sql;
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
-mod wal;
 
 pgrx::pg_module_magic!(name, version);
 
@@ -25,6 +27,7 @@ pub extern "C-unwind" fn _PG_init() {
     settings::register(preloading);
     if preloading {
         shared::init();
+        horizon_store::init();
     }
 }
 

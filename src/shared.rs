@@ -1,20 +1,24 @@
-//! Shared memory: the snowflake generator's words, whether idgen was preloaded, and the hooks
-//! that load the horizon at start-up and record the exact high-water mark at a clean shutdown.
+//! Shared memory: the snowflake generator's words, whether idgen was preloaded, what is known
+//! about the horizon file, and the horizon writer's lock. What these mean and who writes them is
+//! `horizon_store.rs`'s business; this module only lays them out and hands them over.
 
-use crate::clock::HORIZON_FILE;
 use crate::errors::{self, error};
-use crate::{horizon, settings, snowflake::SharedState, uuid7};
+use crate::horizon::FILE as HORIZON_FILE;
+use crate::{settings, snowflake::SharedState};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 // SAFETY: SharedState is plain atomics, no pointers: valid at any address in any process.
 unsafe impl PGRXSharedMemory for SharedState {}
 
 static SNOWFLAKE: PgAtomic<SharedState> = unsafe { PgAtomic::new(c"idgen_snowflake_state") };
-/// Set when the horizon file could not be read: snowflake_next() then refuses to guess.
+/// Set when the horizon file could not be read: nothing that depends on the horizon runs.
 static HORIZON_DAMAGED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"idgen_horizon_damaged") };
+/// The epoch of a primary whose WAL this server replayed with another `idgen.epoch` of its own
+/// (`NO_CONFLICT` when none): snowflake_next() refuses until the setting matches.
+static EPOCH_CONFLICT: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_epoch_conflict") };
+const NO_CONFLICT: u64 = u64::MAX;
 
 /// uuid_v7()'s ordering word: server-wide when preloaded, else this backend's own (below).
 static UUID7: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_uuid7_state") };
@@ -32,15 +36,9 @@ pub fn init() {
     PRELOADED.store(true, Ordering::Relaxed);
     pg_shmem_init!(SNOWFLAKE);
     pg_shmem_init!(HORIZON_DAMAGED);
+    pg_shmem_init!(EPOCH_CONFLICT = AtomicU64::new(NO_CONFLICT));
     pg_shmem_init!(UUID7);
-    unsafe {
-        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(on_shmem_startup);
-    }
-    // PostgreSQL 13 and 14 have no custom WAL resource managers: the file alone keeps the
-    // horizon there, so it does not survive a failover.
-    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-    crate::wal::register();
+    push_lock::request();
 }
 
 /// Once this process has seen recovery over, it stays over (as PostgreSQL caches it): the
@@ -60,53 +58,77 @@ pub fn in_recovery() -> bool {
     recovering
 }
 
-/// WAL replay of a horizon the primary recorded (see `wal.rs`): the generator resumes past it,
-/// uuid_v7()'s word too, and the file records it, as if this server had pushed it itself.
-pub fn replay_horizon(unix_ms: u64) {
-    if !preloaded() {
-        return;
-    }
-    if SNOWFLAKE
+/// The generator state as it is, with no check: for the horizon's own bookkeeping (start-up,
+/// replay, shutdown) and for idgen_stats(), which reports on a damaged horizon too.
+pub fn snowflake_state() -> &'static SharedState {
+    SNOWFLAKE.get()
+}
+
+pub fn uuid7_shared_word() -> &'static AtomicU64 {
+    UUID7.get()
+}
+
+pub fn horizon_damaged() -> bool {
+    HORIZON_DAMAGED.get().load(Ordering::Relaxed)
+}
+
+pub fn set_horizon_damaged(damaged: bool) {
+    HORIZON_DAMAGED.get().store(damaged, Ordering::Relaxed);
+}
+
+/// The primary epoch this server's own `idgen.epoch` conflicts with, if any.
+pub fn epoch_conflict() -> Option<u64> {
+    let epoch = EPOCH_CONFLICT.get().load(Ordering::Relaxed);
+    (epoch != NO_CONFLICT).then_some(epoch)
+}
+
+pub fn set_epoch_conflict(primary_epoch_ms: Option<u64>) {
+    EPOCH_CONFLICT
         .get()
-        .replay_horizon(settings::epoch_ms(), unix_ms)
-    {
-        uuid7::raise_past(UUID7.get(), unix_ms);
-        if let Err(e) = horizon::write(Path::new(HORIZON_FILE), unix_ms) {
-            // Recovery stops rather than go on without a durable copy: after a restart, replay
-            // begins at the last restartpoint and would not see this record again.
-            error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} while replaying WAL: {e}"))
-                .hint("Check free space and permissions in the data directory, then start the server again.")
-                .raise();
-        }
-    }
+        .store(primary_epoch_ms.unwrap_or(NO_CONFLICT), Ordering::Relaxed);
 }
 
-/// The highest Unix millisecond in use by snowflake ids or UUIDs (preloaded only).
-fn high_water_unix_ms() -> u64 {
-    let snowflake = SNOWFLAKE.get().high_water_unix_ms(settings::epoch_ms());
-    snowflake.max(uuid7::last_ms(UUID7.get()))
-}
-
-/// The generator state, or the not-preloaded error naming `what`.
+/// The generator state, or an error naming `what` when there is none to trust: not preloaded, a
+/// damaged horizon file, or an epoch that differs from the primary's whose WAL was replayed.
 #[track_caller]
 pub fn snowflake(what: &str) -> &'static SharedState {
-    if !preloaded() {
-        errors::not_preloaded(what);
-    }
-    if HORIZON_DAMAGED.get().load(Ordering::Relaxed) {
-        error(errors::DATA_CORRUPTED, format!("{what} refuses to run: the file {HORIZON_FILE} in the data directory could not be read"))
-            .detail("It records the highest millisecond used by snowflake ids; without it, ids after a clock step back could repeat old ones. The server log says what was wrong with it.")
-            .hint(format!("Stop the server and write the line 'idgen-horizon-v1 <unix ms>' into {HORIZON_FILE}, with a time at or after the newest snowflake id this server issued; then start it."))
+    check_horizon(what);
+    if let Some(primary) = epoch_conflict() {
+        let own = settings::epoch_ms();
+        error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: this server's idgen.epoch ({own}) differs from the epoch of the primary whose WAL it replayed ({primary})"))
+            .detail("Ids on another epoch decode to other times and sort below (with the same worker id, may equal) the ids the primary issued.")
+            .hint(format!("Set idgen.epoch = '{primary}' in postgresql.conf (as on the primary) and restart the server."))
             .raise();
     }
     SNOWFLAKE.get()
 }
 
-/// The generator state whose horizon uuid_v7() must keep ahead of its UUIDs: when preloaded,
-/// out of recovery (a standby writes no WAL; its UUIDs are its own) and with a readable horizon.
+/// The one rule for a damaged horizon file: nothing that depends on the horizon runs until an
+/// operator repairs the file and restarts the server — snowflake_next(), and uuid_v7() when
+/// preloaded. Replay does not overwrite it either (see `horizon_store::replay`).
+#[track_caller]
+pub fn check_horizon(what: &str) {
+    if !preloaded() {
+        errors::not_preloaded(what);
+    }
+    if horizon_damaged() {
+        error(errors::DATA_CORRUPTED, format!("{what} refuses to run: the file {HORIZON_FILE} in the data directory could not be read"))
+            .detail("It records the highest millisecond used by snowflake ids and UUIDs; without it, ids after a clock step back could repeat old ones or sort below them. The server log says what was wrong with it.")
+            .hint(format!("Stop the server and write the line 'idgen-horizon-v1 <unix ms>' into {HORIZON_FILE}, with a time at or after the newest snowflake id or UUID this server issued; then start it."))
+            .raise();
+    }
+}
+
+/// The generator state whose horizon uuid_v7() must keep ahead of its UUIDs: when preloaded and
+/// out of recovery (a standby writes no WAL; its UUIDs are its own). Raises on a damaged
+/// horizon file, as snowflake_next() does.
+#[track_caller]
 pub fn uuid7_horizon() -> Option<&'static SharedState> {
-    (preloaded() && !HORIZON_DAMAGED.get().load(Ordering::Relaxed) && !in_recovery())
-        .then(|| SNOWFLAKE.get())
+    if !preloaded() {
+        return None;
+    }
+    check_horizon("uuid_v7()");
+    (!in_recovery()).then(|| SNOWFLAKE.get())
 }
 
 /// The word that orders uuid_v7(): across the server when preloaded, within this backend
@@ -119,54 +141,96 @@ pub fn uuid7_word() -> &'static AtomicU64 {
     }
 }
 
-static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+/// The horizon writer's lock: an LWLock, which PostgreSQL releases on every exit of its holder
+/// (an ERROR, a FATAL, a background worker's SIGTERM), and a condition variable on which the
+/// backends that wait for a new horizon sleep instead of spinning.
+pub mod push_lock {
+    use pgrx::pg_sys;
+    use std::ptr;
 
-/// Runs in the postmaster after pgrx has laid out our shared memory: at start-up, and again when
-/// the postmaster re-creates shared memory after a backend crash.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_shmem_startup() {
-    unsafe {
-        if let Some(prev) = PREV_SHMEM_STARTUP {
-            prev();
+    const TRANCHE: &std::ffi::CStr = c"idgen_horizon";
+    const CV_NAME: &std::ffi::CStr = c"idgen_horizon_cv";
+    /// How long a waiter sleeps at most before it looks again: a holder that exits without
+    /// waking anyone (a FATAL) costs the others this much, once.
+    const WAIT_MS: i64 = 10;
+
+    // Set in the postmaster's start-up hook; backends inherit them across fork.
+    static mut LOCK: *mut pg_sys::LWLock = ptr::null_mut();
+    static mut CV: *mut pg_sys::ConditionVariable = ptr::null_mut();
+
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
+
+    /// From `_PG_init`: the space and the lock are requested in the request hook (15+), or
+    /// right away (13, 14).
+    pub fn request() {
+        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+        unsafe {
+            PREV_REQUEST = pg_sys::shmem_request_hook;
+            pg_sys::shmem_request_hook = Some(on_request);
         }
+        #[cfg(any(feature = "pg13", feature = "pg14"))]
+        reserve();
     }
-    let state = SNOWFLAKE.get();
-    let damaged = HORIZON_DAMAGED.get();
-    match horizon::read(Path::new(HORIZON_FILE)) {
-        Ok(mark) => {
-            state.seed(settings::epoch_ms(), mark.unwrap_or(0));
-            // UUIDs too resume past the mark: after a restart with the clock set back, they still
-            // sort above every UUID made before.
-            if let Some(mark) = mark {
-                uuid7::raise_past(UUID7.get(), mark);
+
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn on_request() {
+        unsafe {
+            if let Some(prev) = PREV_REQUEST {
+                prev();
             }
-            damaged.store(false, Ordering::Relaxed);
         }
-        Err(e) => {
-            damaged.store(true, Ordering::Relaxed);
-            error(errors::DATA_CORRUPTED, format!("idgen: could not read {HORIZON_FILE}: {e}"))
-                .hint("snowflake_next() is disabled until the file is repaired; see the README, section \"Restarts, crashes and the clock\".")
-                .warn();
-        }
+        reserve();
     }
-    // As pg_stat_statements does: register the shutdown hook from the postmaster only.
-    if unsafe { !pg_sys::IsUnderPostmaster } {
-        unsafe { pg_sys::on_shmem_exit(Some(on_shmem_shutdown), pg_sys::Datum::from(0)) };
-    }
-}
 
-/// A clean shutdown records the exact last millisecond issued, lower than the running horizon,
-/// so the next start need not wait for the clock to pass the lead. After a crash (code != 0)
-/// shared memory is not trusted and the horizon on disk stands.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
-    if code != 0 || HORIZON_DAMAGED.get().load(Ordering::Relaxed) {
-        return;
+    fn reserve() {
+        unsafe {
+            pg_sys::RequestAddinShmemSpace(std::mem::size_of::<pg_sys::ConditionVariable>());
+            pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
+        }
     }
-    let mark = high_water_unix_ms();
-    if let Err(e) = horizon::write(Path::new(HORIZON_FILE), mark) {
-        error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} at shutdown: {e}"))
-            .hint("The horizon written while the server ran still protects against reissued ids; the next start may wait up to a second for the clock.")
-            .warn();
+
+    /// From the shared-memory start-up hook, in the postmaster.
+    pub fn attach() {
+        unsafe {
+            let mut found = false;
+            let cv = pg_sys::ShmemInitStruct(
+                CV_NAME.as_ptr(),
+                std::mem::size_of::<pg_sys::ConditionVariable>(),
+                &mut found,
+            )
+            .cast::<pg_sys::ConditionVariable>();
+            if !found {
+                pg_sys::ConditionVariableInit(cv);
+            }
+            CV = cv;
+            LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
+        }
+    }
+
+    pub fn try_acquire() -> bool {
+        unsafe { pg_sys::LWLockConditionalAcquire(LOCK, pg_sys::LWLockMode::LW_EXCLUSIVE) }
+    }
+
+    /// Releases the lock and wakes every waiter.
+    pub fn release() {
+        unsafe {
+            pg_sys::LWLockRelease(LOCK);
+            pg_sys::ConditionVariableBroadcast(CV);
+        }
+    }
+
+    /// Sleeps until woken or `WAIT_MS` passed, unless `moved()` already holds; interruptible
+    /// (cancel, statement_timeout, termination).
+    pub fn wait(moved: &dyn Fn() -> bool) {
+        unsafe {
+            pg_sys::ConditionVariablePrepareToSleep(CV);
+            if !moved() {
+                pg_sys::ConditionVariableTimedSleep(CV, WAIT_MS, pg_sys::PG_WAIT_EXTENSION);
+            }
+            #[allow(clippy::let_unit_value)]
+            let _ = pg_sys::ConditionVariableCancelSleep();
+        }
     }
 }

@@ -11,7 +11,7 @@
 //!     |  the epoch (41 bits)  |  (10 bits)   |  (12 bits)
 //! ```
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const TIMESTAMP_BITS: u32 = 41;
 pub const WORKER_BITS: u32 = 10;
@@ -28,9 +28,15 @@ const MILLIS_SHIFT: u32 = SEQUENCE_BITS + WORKER_BITS;
 pub const TWITTER_EPOCH_MS: u64 = 1_288_834_974_657;
 
 /// How far ahead of the clock the durable horizon is pushed each time it is extended. After a
-/// crash the generator resumes just past the horizon, so this is also the longest a caller may
-/// wait for the clock after crash recovery; keep it at or below the default `max_clock_wait`.
+/// crash the generator resumes just past the horizon, so this is also the longest a caller
+/// waits for the clock after crash recovery: the crash's lead, which `next_id` waits out
+/// whatever `max_clock_wait` says, and does not count as a clock regression.
 pub const HORIZON_LEAD_MS: u64 = 1_000;
+
+/// `idgen.max_clock_wait`'s default. The lead a crash leaves is waited out by every caller, so a
+/// server on the defaults never tells a clock regression from a crash by the wait alone.
+pub const DEFAULT_MAX_CLOCK_WAIT_MS: u64 = 1_000;
+const _: () = assert!(HORIZON_LEAD_MS <= DEFAULT_MAX_CLOCK_WAIT_MS);
 
 /// The three fields of an id. `millis` counts from the id epoch, not from 1970.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,10 +186,10 @@ pub struct SharedState {
     /// The word this run started from: a restart seeds it just past the persisted horizon, with
     /// the sequence full, so the first id must come from a later millisecond. Not an issued id.
     seed_word: AtomicU64,
-    /// Unix ms up to which ids may be issued: durably recorded before any id beyond it.
+    /// Unix ms up to which ids may be issued: durably recorded before any id beyond it. Who may
+    /// raise it is the environment's business (`Env::try_begin_push`): a lock that is released
+    /// on every exit of its holder, which plain atomics cannot promise.
     horizon_unix_ms: AtomicU64,
-    /// 1 while one backend is writing a new horizon.
-    extending: AtomicU32,
     /// Ids issued in milliseconds that are over; the current one is added on read.
     completed: AtomicU64,
     exhaustion_waits: AtomicU64,
@@ -259,19 +265,34 @@ pub enum Pause {
     Sleep { ms: u64 },
 }
 
-/// Everything outside the state machine: the clock, the waits and durable storage.
+/// Everything outside the state machine: the clock, the waits, durable storage, and the lock
+/// that lets one caller at a time write a new horizon.
 pub trait Env {
     fn now_unix_ms(&mut self) -> u64;
     fn pause(&mut self, pause: Pause);
     /// Records durably that ids up to `unix_ms` may be issued; must not return before that is
-    /// on disk.
+    /// on disk (and, where the environment has them, on its synchronous standbys).
     fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()>;
+    /// Takes the horizon writer slot if it is free, without waiting. The slot must be released
+    /// by `end_push`, and also when its holder exits in a way that never returns here.
+    fn try_begin_push(&mut self) -> bool;
+    fn end_push(&mut self);
+    /// Another caller holds the slot and the clock has reached the horizon: wait, without
+    /// spinning, until `moved()` (the horizon changed) or a short while has passed.
+    fn wait_for_push(&mut self, moved: &dyn Fn() -> bool);
 }
 
 #[derive(Debug)]
 pub enum GenError {
     /// The clock is behind the last millisecond issued by more than we are allowed to wait.
     ClockBehind {
+        behind_ms: u64,
+        max_wait_ms: u64,
+        resume_unix_ms: u64,
+    },
+    /// No id issued yet in this run, and the clock is behind the horizon recorded before it (a
+    /// restart, crash recovery, a promotion) by more than the lead and the wait allowed.
+    ClockBehindHorizon {
         behind_ms: u64,
         max_wait_ms: u64,
         resume_unix_ms: u64,
@@ -297,6 +318,12 @@ impl std::fmt::Display for GenError {
                 f,
                 "the system clock is {behind_ms} ms behind the last snowflake id issued, \
                  longer than idgen.max_clock_wait ({max_wait_ms} ms)"
+            ),
+            Self::ClockBehindHorizon { behind_ms, max_wait_ms, .. } => write!(
+                f,
+                "the system clock is {behind_ms} ms behind the snowflake horizon recorded before \
+                 this server started (or was promoted), more than the {HORIZON_LEAD_MS} ms lead \
+                 plus idgen.max_clock_wait ({max_wait_ms} ms)"
             ),
             Self::ClockBeforeEpoch { now_unix_ms, epoch_unix_ms } => write!(
                 f,
@@ -379,18 +406,35 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
                 env.pause(Pause::Spin);
             }
             Decision::ClockBehind { behind_ms } => {
-                if !counted_regression {
+                // Before the first id of a run, the word is the seed: the horizon recorded
+                // before it, up to a lead ahead of the clock that wrote it. Waiting out that
+                // lead is what a crash costs, not a clock that went back: only what lies beyond
+                // the lead is a regression, and only that is held against max_clock_wait.
+                let fresh = last == state.seed_word.load(Ordering::Relaxed);
+                let lead = if fresh { HORIZON_LEAD_MS } else { 0 };
+                let regression = behind_ms.saturating_sub(lead);
+                if regression > 0 && !counted_regression {
                     counted_regression = true;
                     state.clock_regressions.fetch_add(1, Ordering::Relaxed);
                     state
                         .max_regression_ms
-                        .fetch_max(behind_ms, Ordering::Relaxed);
+                        .fetch_max(regression, Ordering::Relaxed);
                 }
-                if behind_ms > cfg.max_clock_wait_ms {
-                    return Err(GenError::ClockBehind {
-                        behind_ms,
-                        max_wait_ms: cfg.max_clock_wait_ms,
-                        resume_unix_ms: unpack(last).0 + cfg.epoch_unix_ms + 1,
+                if regression > cfg.max_clock_wait_ms {
+                    let resume_unix_ms = unpack(last).0 + cfg.epoch_unix_ms + 1;
+                    let max_wait_ms = cfg.max_clock_wait_ms;
+                    return Err(if fresh {
+                        GenError::ClockBehindHorizon {
+                            behind_ms,
+                            max_wait_ms,
+                            resume_unix_ms,
+                        }
+                    } else {
+                        GenError::ClockBehind {
+                            behind_ms,
+                            max_wait_ms,
+                            resume_unix_ms,
+                        }
                     });
                 }
                 env.pause(Pause::Sleep {
@@ -410,9 +454,10 @@ pub fn cover(state: &SharedState, unix_ms: u64, env: &mut impl Env) -> Result<()
 }
 
 /// May an id from `now_unix` be issued? Pushes the durable horizon ahead when the clock gets
-/// within half a lead of it, so that under steady load one backend writes the file about once
-/// every `HORIZON_LEAD_MS / 2` while the others carry on. Returns false when the caller must
-/// look again (another backend is writing and the horizon is not yet far enough).
+/// within half a lead of it, so that under steady load one backend writes it about once every
+/// `HORIZON_LEAD_MS / 2` while the others carry on below the old horizon. Returns false when
+/// the caller must look again (another backend is writing and the clock has reached the
+/// horizon: it waited for that writer without spinning).
 fn horizon_allows(
     state: &SharedState,
     now_unix: u64,
@@ -422,34 +467,31 @@ fn horizon_allows(
     if now_unix + HORIZON_LEAD_MS / 2 <= horizon {
         return Ok(true);
     }
-    if state
-        .extending
-        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-    {
-        struct Release<'a>(&'a AtomicU32);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.store(0, Ordering::Release);
-            }
-        }
-        let _release = Release(&state.extending);
-        let horizon = state.horizon_unix_ms.load(Ordering::Acquire);
-        if now_unix + HORIZON_LEAD_MS / 2 > horizon {
-            let new_horizon = now_unix + HORIZON_LEAD_MS;
-            env.persist_horizon(new_horizon)
-                .map_err(GenError::Horizon)?;
-            state
-                .horizon_unix_ms
-                .fetch_max(new_horizon, Ordering::AcqRel);
-        }
+    if env.try_begin_push() {
+        let pushed = push(state, now_unix, env);
+        env.end_push();
+        pushed?;
         return Ok(true);
     }
     if now_unix <= horizon {
         return Ok(true);
     }
-    env.pause(Pause::Spin);
+    env.wait_for_push(&|| state.horizon_unix_ms.load(Ordering::Acquire) != horizon);
     Ok(false)
+}
+
+/// With the writer slot held: extends the horizon unless another writer just did.
+fn push(state: &SharedState, now_unix: u64, env: &mut impl Env) -> Result<(), GenError> {
+    let horizon = state.horizon_unix_ms.load(Ordering::Acquire);
+    if now_unix + HORIZON_LEAD_MS / 2 > horizon {
+        let new_horizon = now_unix + HORIZON_LEAD_MS;
+        env.persist_horizon(new_horizon)
+            .map_err(GenError::Horizon)?;
+        state
+            .horizon_unix_ms
+            .fetch_max(new_horizon, Ordering::AcqRel);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

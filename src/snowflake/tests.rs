@@ -50,6 +50,30 @@ impl Env for FakeEnv {
         self.persisted.push(unix_ms);
         Ok(())
     }
+    // One caller: the slot is always free.
+    fn try_begin_push(&mut self) -> bool {
+        true
+    }
+    fn end_push(&mut self) {}
+    fn wait_for_push(&mut self, _moved: &dyn Fn() -> bool) {
+        unreachable!("one caller never waits for another")
+    }
+}
+
+/// The writer slot of the threaded tests: a flag, taken by compare-and-swap. (The Postgres
+/// layer uses an LWLock, which is also released when its holder exits abnormally.)
+#[derive(Default)]
+struct Slot(std::sync::atomic::AtomicU32);
+
+impl Slot {
+    fn try_take(&self) -> bool {
+        self.0
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+    fn release(&self) {
+        self.0.store(0, Ordering::Release);
+    }
 }
 
 fn cfg(worker_id: u16, max_clock_wait_ms: u64) -> Config {
@@ -322,7 +346,7 @@ fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
     let mut env = FakeEnv::at(T0 - 5_000);
     assert!(matches!(
         next_id(&second, &cfg(3, 1000), &mut env),
-        Err(GenError::ClockBehind { .. })
+        Err(GenError::ClockBehindHorizon { .. })
     ));
     assert_eq!(second.stats().ids_issued, 0);
 
@@ -365,8 +389,19 @@ fn the_clock_before_the_epoch_or_past_41_bits_is_an_error() {
 /// Real threads on a real clock sharing one state, as backends share shared memory.
 #[test]
 fn concurrent_generators_never_collide() {
-    struct RealEnv<'a>(&'a AtomicU64);
+    struct RealEnv<'a>(&'a AtomicU64, &'a Slot);
     impl Env for RealEnv<'_> {
+        fn try_begin_push(&mut self) -> bool {
+            self.1.try_take()
+        }
+        fn end_push(&mut self) {
+            self.1.release();
+        }
+        fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
+            while !moved() && self.1 .0.load(Ordering::Acquire) != 0 {
+                std::thread::yield_now();
+            }
+        }
         fn now_unix_ms(&mut self) -> u64 {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -386,12 +421,13 @@ fn concurrent_generators_never_collide() {
     }
     let state = fresh();
     let persisted = AtomicU64::new(0);
+    let slot = Slot::default();
     let per_thread = 100_000;
     let batches: Vec<Vec<i64>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
-                    let mut env = RealEnv(&persisted);
+                    let mut env = RealEnv(&persisted, &slot);
                     (0..per_thread)
                         .map(|_| next_id(&state, &cfg(9, 1000), &mut env).unwrap())
                         .collect()
@@ -461,4 +497,114 @@ fn cover_pushes_the_horizon_ahead_of_a_time_and_leaves_it_when_far_enough() {
         cover(&s, T0 + 10 * HORIZON_LEAD_MS, &mut env),
         Err(GenError::Horizon(_))
     ));
+}
+
+/// After a crash the run starts from the horizon on disk, up to a lead ahead of the clock that
+/// wrote it: waiting that out is what a crash costs, not a clock step back. It was counted as a
+/// regression and refused with max_clock_wait under the lead (58000 after every crash).
+#[test]
+fn a_crash_lead_is_waited_out_whatever_the_wait_and_is_not_a_regression() {
+    let state = SharedState::default();
+    state.seed(EPOCH, T0 + HORIZON_LEAD_MS);
+    let mut env = FakeEnv::at(T0);
+    let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(
+        decompose(id).unwrap().millis + EPOCH,
+        T0 + HORIZON_LEAD_MS + 1
+    );
+    assert_eq!(env.sleeps.iter().sum::<u64>(), HORIZON_LEAD_MS);
+    assert_eq!(env.now, T0 + HORIZON_LEAD_MS + 1, "then into the next millisecond");
+    let stats = state.stats();
+    assert_eq!((stats.clock_regressions, stats.max_regression_ms), (0, 0));
+}
+
+/// Beyond the lead the clock really is behind what was recorded: that part counts, and is held
+/// against max_clock_wait, with words that name the horizon, not an id issued in this run.
+#[test]
+fn a_clock_behind_the_recorded_horizon_beyond_the_lead_is_a_regression() {
+    let state = SharedState::default();
+    state.seed(EPOCH, T0 + HORIZON_LEAD_MS + 500);
+    let mut env = FakeEnv::at(T0);
+    match next_id(&state, &cfg(0, 100), &mut env) {
+        Err(
+            e @ GenError::ClockBehindHorizon {
+                behind_ms: 1_500,
+                max_wait_ms: 100,
+                ..
+            },
+        ) => {
+            assert!(
+                e.to_string()
+                    .contains("behind the snowflake horizon recorded before"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(state.stats().max_regression_ms, 500);
+    assert_eq!(state.stats().ids_issued, 0);
+    let id = next_id(&state, &cfg(0, 600), &mut env).unwrap();
+    assert_eq!(
+        decompose(id).unwrap().millis + EPOCH,
+        T0 + HORIZON_LEAD_MS + 501
+    );
+    // Once an id is issued, the run's own ids are the mark: no lead any more.
+    env.now -= 50;
+    assert!(matches!(
+        next_id(&state, &cfg(0, 10), &mut env),
+        Err(GenError::ClockBehind { behind_ms: 50, .. })
+    ));
+}
+
+/// The writer slot is the environment's: a caller that finds it taken and the clock at the
+/// horizon waits through `wait_for_push` (which sleeps in Postgres), never by spinning, and
+/// issues once the horizon moved.
+#[test]
+fn a_caller_waits_for_the_horizon_writer_through_the_environment() {
+    struct Busy {
+        inner: FakeEnv,
+        waits: u32,
+        horizon_moves_after: u32,
+        state: *const SharedState,
+    }
+    impl Env for Busy {
+        fn now_unix_ms(&mut self) -> u64 {
+            self.inner.now
+        }
+        fn pause(&mut self, p: Pause) {
+            self.inner.pause(p)
+        }
+        fn persist_horizon(&mut self, _: u64) -> std::io::Result<()> {
+            unreachable!("the slot is never free")
+        }
+        fn try_begin_push(&mut self) -> bool {
+            false
+        }
+        fn end_push(&mut self) {
+            unreachable!()
+        }
+        fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
+            assert!(!moved());
+            self.waits += 1;
+            if self.waits == self.horizon_moves_after {
+                // the other writer publishes its horizon
+                let state = unsafe { &*self.state };
+                state
+                    .horizon_unix_ms
+                    .fetch_max(self.inner.now + HORIZON_LEAD_MS, Ordering::AcqRel);
+                assert!(moved());
+            }
+        }
+    }
+    let state = fresh();
+    state.horizon_unix_ms.store(T0, Ordering::SeqCst);
+    let mut env = Busy {
+        inner: FakeEnv::at(T0 + 1),
+        waits: 0,
+        horizon_moves_after: 3,
+        state: &state,
+    };
+    let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(decompose(id).unwrap().millis + EPOCH, T0 + 1);
+    assert_eq!((env.waits, env.inner.spins), (3, 0));
 }

@@ -7,9 +7,10 @@
 //! generator's shared memory and the postmaster-fixed worker id.
 
 use crate::errors::{self, error};
+use crate::horizon_store::{self, HORIZON_FILE};
 use crate::snowflake::{self as sf, Config, GenError, MAX_MILLIS};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
-use crate::{clock, settings, shared};
+use crate::{settings, shared};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
@@ -30,7 +31,7 @@ fn snowflake_next() -> i64 {
         worker_id: settings::worker_id(),
         max_clock_wait_ms: settings::max_clock_wait_ms(),
     };
-    sf::next_id(state, &config, &mut clock::Backend).unwrap_or_else(|e| raise_generator(e))
+    sf::next_id(state, &config, &mut horizon_store::Backend).unwrap_or_else(|e| raise_generator(e))
 }
 
 #[track_caller]
@@ -50,8 +51,19 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
         GenError::Overflow { .. } => error(errors::SYSTEM_ERROR, message)
             .hint("Snowflake ids span about 69.7 years from idgen.epoch; a later epoch would make new ids sort below old ones.")
             .raise(),
+        GenError::ClockBehindHorizon { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
+            .detail(format!(
+                "Ids up to the horizon may have been issued before (by this server before a crash or restart, or by the primary it replayed), so no id comes from a millisecond at or before it. Ids resume once the clock passes {}.",
+                timestamp_of_unix_ms(resume_unix_ms)
+            ))
+            .hint("Check the system clock (NTP) against the server that issued the ids before. To wait longer instead of failing, raise idgen.max_clock_wait.")
+            .raise(),
+        GenError::Horizon(e) if e.kind() == std::io::ErrorKind::Interrupted => error(errors::QUERY_CANCELED, format!("canceling statement: {message}"))
+            .detail("With synchronous replication, no id beyond the horizon is issued before the synchronous standbys have it: after a failover they would issue it again.")
+            .hint("Check the synchronous standbys (pg_stat_replication, synchronous_standby_names); ids resume when they confirm the horizon.")
+            .raise(),
         GenError::Horizon(_) => error(errors::IO_ERROR, message)
-            .detail(format!("Before ids from a new second are issued, {} in the data directory must be updated and fsynced.", clock::HORIZON_FILE))
+            .detail(format!("Before ids from a new second are issued, {HORIZON_FILE} in the data directory must be updated and fsynced."))
             .hint("Check free space and permissions in the data directory.")
             .raise(),
     }
@@ -167,7 +179,12 @@ fn idgen_stats() -> TableIterator<
             .hint("A superuser can GRANT pg_monitor TO the role that needs it.")
             .raise();
     }
-    let stats = shared::snowflake("idgen_stats()").stats();
+    // Also on a damaged horizon file or a conflicting epoch, which it helps diagnose: the
+    // horizon is then NULL (none loaded).
+    if !shared::preloaded() {
+        errors::not_preloaded("idgen_stats()");
+    }
+    let stats = shared::snowflake_state().stats();
     let epoch = settings::epoch_ms();
     let worker = settings::worker_id_if_set().map(i32::from);
     TableIterator::once((

@@ -2,7 +2,7 @@
 
 use crate::errors::{self, error};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
-use crate::{clock, shared, snowflake, uuid7};
+use crate::{clock, horizon_store, shared, snowflake, uuid7};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -25,8 +25,12 @@ fn next_v7_bytes() -> [u8; 16] {
         // UUIDs share the snowflake horizon, so that those made after a restart, a crash or a
         // failover sort above those made before: one atomic load per UUID, and about twice a
         // second, a WAL record and the file.
-        snowflake::cover(state, uuid7::next_ms_bound(word, now), &mut clock::Backend)
-            .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
+        snowflake::cover(
+            state,
+            uuid7::next_ms_bound(word, now),
+            &mut horizon_store::Backend,
+        )
+        .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
     }
     with_rng(|rng| uuid7::next(word, now, rng))
 }

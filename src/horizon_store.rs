@@ -1,0 +1,441 @@
+//! The durable horizon, in one place: the invariant that no snowflake id or preloaded UUID is
+//! ever issued from a millisecond beyond a horizon that is durable — in the WAL (flushed, and
+//! confirmed by the synchronous standbys when there are any) and in the file `idgen_horizon` —
+//! and that everything resumes past it after a restart, a crash, a failover or a restore.
+//!
+//! - **persist** (`Backend::persist_horizon`): a WAL record, `XLogFlush`, the synchronous-standby
+//!   wait, then the file. About twice a second under load, never per id.
+//! - **replay** (`redo`): a standby, crash recovery or a restore learns the primary's horizon;
+//!   the record's epoch and worker id are compared with this server's.
+//! - **load** at start-up (the shared-memory hook) and the exact mark at a clean shutdown.
+//!
+//! The generator's state machine and the file's format are in the pure core (`snowflake.rs`,
+//! `horizon.rs`); `clock.rs` only reads the clock; `shared.rs` lays out the shared memory.
+
+use crate::errors::{self, error};
+use crate::horizon::{self, Mark};
+use crate::{clock, settings, shared, snowflake, uuid7};
+use pgrx::pg_sys;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Relative to the data directory, which is every Postgres process's working directory.
+pub const HORIZON_FILE: &str = horizon::FILE;
+
+fn file() -> &'static Path {
+    Path::new(HORIZON_FILE)
+}
+
+/// A test hook, read once in the postmaster from its environment (never a setting: no SQL user
+/// can slow the generator): each push sleeps this long while it holds the writer's lock, and a
+/// termination request that arrives meanwhile ends the process at once with FATAL, as a
+/// background worker's default SIGTERM handler does — the exit that never returns to release
+/// anything by hand.
+static TEST_PUSH_DELAY_MS: AtomicU64 = AtomicU64::new(0);
+const TEST_PUSH_DELAY_ENV: &str = "IDGEN_TEST_PUSH_DELAY_MS";
+
+/// From `_PG_init`, while preloading (after `shared::init`).
+pub fn init() {
+    if let Some(ms) = std::env::var(TEST_PUSH_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        TEST_PUSH_DELAY_MS.store(ms, Ordering::Relaxed);
+    }
+    unsafe {
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(on_shmem_startup);
+    }
+    // PostgreSQL 13 and 14 have no custom WAL resource managers: the file alone keeps the
+    // horizon there, so it does not survive a failover.
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    wal::register();
+}
+
+// ---- persist -------------------------------------------------------------------------------
+
+/// The generator's environment in a backend.
+pub struct Backend;
+
+impl snowflake::Env for Backend {
+    fn now_unix_ms(&mut self) -> u64 {
+        clock::now_unix_ms()
+    }
+
+    fn pause(&mut self, pause: snowflake::Pause) {
+        // Cancel and statement_timeout work during every wait. Never called while the
+        // horizon writer's lock is held.
+        pg_sys::check_for_interrupts!();
+        match pause {
+            snowflake::Pause::Spin => std::hint::spin_loop(),
+            snowflake::Pause::Sleep { ms } => unsafe { pg_sys::pg_usleep((ms * 1000) as _) },
+        }
+        pg_sys::check_for_interrupts!();
+    }
+
+    /// The WAL record first (flushed, then confirmed by the synchronous standbys), then the
+    /// file: all before any id beyond the old horizon is used. The record is what standbys and
+    /// restores see; the file is what a start-up reads before any WAL is replayed, and what a
+    /// clean shutdown lowers to the exact mark.
+    fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+        test_delay();
+        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+        wal::log_horizon(unix_ms)?;
+        write_file(unix_ms)
+    }
+
+    fn try_begin_push(&mut self) -> bool {
+        shared::push_lock::try_acquire()
+    }
+
+    fn end_push(&mut self) {
+        shared::push_lock::release();
+    }
+
+    fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
+        pg_sys::check_for_interrupts!();
+        shared::push_lock::wait(moved);
+    }
+}
+
+fn write_file(unix_ms: u64) -> std::io::Result<()> {
+    let mark = Mark {
+        unix_ms,
+        primary_epoch_ms: shared::epoch_conflict(),
+    };
+    horizon::write(file(), mark)?;
+    ON_DISK_UNIX_MS.store(unix_ms, Ordering::Relaxed);
+    Ok(())
+}
+
+fn test_delay() {
+    let ms = TEST_PUSH_DELAY_MS.load(Ordering::Relaxed);
+    for _ in 0..ms.div_ceil(10) {
+        unsafe {
+            if pg_sys::ProcDiePending != 0 {
+                pgrx::ereport!(
+                    pgrx::PgLogLevel::FATAL,
+                    pgrx::PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
+                    "terminating connection due to administrator command (idgen test hook: in the middle of a horizon push)"
+                );
+            }
+            pg_sys::pg_usleep(10_000);
+        }
+    }
+}
+
+// ---- load and shutdown ---------------------------------------------------------------------
+
+/// What the file holds, as this process last wrote or read it (the startup process compares
+/// replayed horizons with it; inherited from the postmaster, which read the file).
+static ON_DISK_UNIX_MS: AtomicU64 = AtomicU64::new(0);
+
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+/// Runs in the postmaster after pgrx has laid out our shared memory: at start-up, and again when
+/// the postmaster re-creates shared memory after a backend crash.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_shmem_startup() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP {
+            prev();
+        }
+    }
+    shared::push_lock::attach();
+    let state = shared::snowflake_state();
+    match horizon::read(file()) {
+        Ok(mark) => {
+            let unix_ms = mark.map_or(0, |m| m.unix_ms);
+            state.seed(settings::epoch_ms(), unix_ms);
+            ON_DISK_UNIX_MS.store(unix_ms, Ordering::Relaxed);
+            // UUIDs too resume past the mark: after a restart with the clock set back, they still
+            // sort above every UUID made before.
+            if let Some(m) = mark {
+                uuid7::raise_past(shared::uuid7_shared_word(), m.unix_ms);
+            }
+            let conflict = mark
+                .and_then(|m| m.primary_epoch_ms)
+                .filter(|&e| e != settings::epoch_ms());
+            if let Some(primary) = conflict {
+                warn_epoch_conflict(primary);
+            }
+            shared::set_epoch_conflict(conflict);
+            shared::set_horizon_damaged(false);
+        }
+        Err(e) => {
+            shared::set_horizon_damaged(true);
+            error(errors::DATA_CORRUPTED, format!("idgen: could not read {HORIZON_FILE}: {e}"))
+                .hint("snowflake_next() and uuid_v7() are disabled until the file is repaired and the server restarted; see the README, section \"Restarts, crashes and the clock\".")
+                .warn();
+        }
+    }
+    // As pg_stat_statements does: register the shutdown hook from the postmaster only.
+    if unsafe { !pg_sys::IsUnderPostmaster } {
+        unsafe { pg_sys::on_shmem_exit(Some(on_shmem_shutdown), pg_sys::Datum::from(0)) };
+    }
+}
+
+/// A clean shutdown records the exact last millisecond issued, lower than the running horizon,
+/// so the next start need not wait for the clock to pass the lead. After a crash (code != 0)
+/// shared memory is not trusted and the horizon on disk stands; a damaged file is left for the
+/// operator.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
+    if code != 0 || shared::horizon_damaged() {
+        return;
+    }
+    let state = shared::snowflake_state();
+    let snowflake = state.high_water_unix_ms(settings::epoch_ms());
+    let mark = snowflake.max(uuid7::last_ms(shared::uuid7_shared_word()));
+    if let Err(e) = write_file(mark) {
+        error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} at shutdown: {e}"))
+            .hint("The horizon written while the server ran still protects against reissued ids; the next start may wait up to a second for the clock.")
+            .warn();
+    }
+}
+
+// ---- replay --------------------------------------------------------------------------------
+
+/// Set once a mismatch was logged by this process, so the log gets it once, not per record.
+static WARNED_EPOCH: AtomicU64 = AtomicU64::new(u64::MAX);
+static NOTED_WORKER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-2);
+
+fn warn_epoch_conflict(primary: u64) {
+    if WARNED_EPOCH.swap(primary, Ordering::Relaxed) == primary {
+        return;
+    }
+    let own = settings::epoch_ms();
+    error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: the primary's idgen.epoch ({primary}) differs from this server's ({own})"))
+        .detail("Its snowflake ids decode to other times here, and after a promotion this server's ids would sort below the primary's: snowflake_next() refuses until the settings match.")
+        .hint(format!("Set idgen.epoch = '{primary}' in this server's postgresql.conf and restart it."))
+        .warn();
+}
+
+/// WAL replay of a horizon the primary recorded: the generator resumes past it, uuid_v7()'s
+/// word too, and the file records it (see `horizon::replay_mark` for how rarely).
+fn replay(record: horizon::Record) {
+    if !shared::preloaded() {
+        return;
+    }
+    let own_epoch = settings::epoch_ms();
+    let conflict = (record.epoch_unix_ms != own_epoch).then_some(record.epoch_unix_ms);
+    if let Some(primary) = conflict {
+        warn_epoch_conflict(primary);
+    }
+    let conflict_changed = conflict != shared::epoch_conflict();
+    shared::set_epoch_conflict(conflict);
+    if let Some(own) = settings::worker_id_if_set().map(i32::from) {
+        if record.worker_id >= 0
+            && record.worker_id != own
+            && NOTED_WORKER.swap(record.worker_id, Ordering::Relaxed) != record.worker_id
+        {
+            // Not an error: a standby with a worker id of its own keeps its ids apart from the
+            // primary's. Noted once, so that a shared id set by mistake is visible in the log.
+            error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: the primary writes snowflake ids with worker id {}, this server has idgen.worker_id = {own}", record.worker_id))
+                .detail("After a promotion this server's ids carry its own worker id; they stay unique and above the primary's.")
+                .log();
+        }
+    }
+    let state = shared::snowflake_state();
+    let rose = state.replay_horizon(own_epoch, record.horizon_unix_ms);
+    if rose {
+        uuid7::raise_past(shared::uuid7_shared_word(), record.horizon_unix_ms);
+    }
+    // A damaged file stays as it is, for the operator: the generator refuses until it is
+    // repaired (see shared::check_horizon).
+    if shared::horizon_damaged() {
+        return;
+    }
+    let on_disk = ON_DISK_UNIX_MS.load(Ordering::Relaxed);
+    let write = horizon::replay_mark(record.horizon_unix_ms, on_disk, clock::now_unix_ms())
+        .or(conflict_changed.then_some(on_disk.max(record.horizon_unix_ms)));
+    if let Some(unix_ms) = write {
+        if let Err(e) = write_file(unix_ms) {
+            // Recovery stops rather than go on without a durable copy: after a restart, replay
+            // begins at the last restartpoint and would not see this record again.
+            error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} while replaying WAL: {e}"))
+                .detail(format!("The replayed horizon is {} (Unix ms); the file must hold at least that before replay goes on.", record.horizon_unix_ms))
+                .hint("Free space (or fix permissions) in the data directory, then start the server again: replay resumes where it stopped.")
+                .raise();
+        }
+    }
+}
+
+/// The horizon in the WAL (PostgreSQL 15 and later): a custom resource manager with one record,
+/// "a new horizon".
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+mod wal {
+    use crate::horizon::Record;
+    use crate::settings;
+    use pgrx::pg_sys;
+    use pgrx::prelude::*;
+    use std::ffi::CString;
+
+    /// idgen's resource manager id. Ids 128-255 belong to extensions: 128 is PostgreSQL's
+    /// "experimental" id, and the others are claimed on the PostgreSQL wiki page
+    /// "CustomWALResourceManagers". 173 is none of the ids found in public extensions' code when
+    /// it was chosen (128, 129 OrioleDB, 137, ...); the wiki itself could not be reached from
+    /// where idgen is built. Another preloaded extension with the same id stops the server at
+    /// start-up with PostgreSQL's "failed to register custom resource manager" error, naming both.
+    pub const RMGR_ID: u8 = 173;
+    const RMGR_NAME: &std::ffi::CStr = c"idgen";
+
+    /// The one record type (the high four bits of xl_info belong to the resource manager).
+    const XLOG_IDGEN_HORIZON: u8 = 0x00;
+    const XLR_RMGR_INFO_MASK: u8 = 0xF0;
+
+    /// From `_PG_init`, while preloading: PostgreSQL copies the table entry.
+    pub fn register() {
+        let rmgr = pg_sys::RmgrData {
+            rm_name: RMGR_NAME.as_ptr(),
+            rm_redo: Some(redo),
+            rm_desc: Some(desc),
+            rm_identify: Some(identify),
+            rm_startup: None,
+            rm_cleanup: None,
+            rm_mask: None,
+            rm_decode: None,
+        };
+        unsafe { pg_sys::RegisterCustomRmgr(RMGR_ID, &raw const rmgr as _) };
+    }
+
+    /// Writes a horizon record, waits for it to be flushed, and, when synchronous replication
+    /// is configured, for the synchronous standbys to have flushed it too — whatever this
+    /// session's `synchronous_commit` says: the horizon covers every session's ids. Raises (as
+    /// a Rust panic, through pgrx's guarded calls) if WAL cannot be written, e.g. during
+    /// recovery; returns `Interrupted` when the standby wait was cancelled, which PostgreSQL
+    /// reports with only a WARNING: that push is not durable, and no id may use it.
+    pub fn log_horizon(unix_ms: u64) -> std::io::Result<()> {
+        let record = Record {
+            horizon_unix_ms: unix_ms,
+            epoch_unix_ms: settings::epoch_ms(),
+            worker_id: settings::worker_id_if_set().map_or(-1, i32::from),
+        };
+        let bytes = record.encode();
+        let lsn = unsafe {
+            pg_sys::XLogBeginInsert();
+            pg_sys::XLogRegisterData(bytes.as_ptr() as _, bytes.len() as _);
+            let lsn = pg_sys::XLogInsert(RMGR_ID, XLOG_IDGEN_HORIZON);
+            pg_sys::XLogFlush(lsn);
+            lsn
+        };
+        wait_for_synchronous_standbys(lsn)
+    }
+
+    fn synchronous_standbys_named() -> bool {
+        unsafe {
+            let names = pg_sys::SyncRepStandbyNames;
+            pg_sys::max_wal_senders > 0 && !names.is_null() && *names != 0
+        }
+    }
+
+    /// As a commit waits (`SyncRepWaitForLSN`), with `synchronous_commit = on` for the wait.
+    fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> std::io::Result<()> {
+        if !synchronous_standbys_named() {
+            return Ok(());
+        }
+        unsafe {
+            let nest = pg_sys::NewGUCNestLevel();
+            pg_sys::set_config_option(
+                c"synchronous_commit".as_ptr(),
+                c"on".as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+            pg_sys::SyncRepWaitForLSN(lsn, false);
+            pg_sys::AtEOXact_GUC(true, nest);
+            // The wait ends when the standbys confirmed `lsn`, or when it was cancelled or the
+            // process told to exit (PostgreSQL then leaves InterruptPending set and says so in
+            // a WARNING). The position the synchronous standbys confirmed tells which.
+            let confirmed = std::ptr::read_volatile(
+                &raw const (*pg_sys::WalSndCtl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize],
+            );
+            if confirmed < lsn && pg_sys::InterruptPending != 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "the wait for the synchronous standbys to confirm it was cancelled",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The record's info bits and main data.
+    unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8]) {
+        unsafe {
+            let decoded = (*record).record;
+            let info = (*decoded).header.xl_info & XLR_RMGR_INFO_MASK;
+            (
+                info,
+                main_data((*decoded).main_data, (*decoded).main_data_len),
+            )
+        }
+    }
+
+    /// A record's main data as a slice. A record without main data has a NULL pointer, which no
+    /// slice may hold, even an empty one.
+    ///
+    /// # Safety
+    /// `ptr` is NULL or points at `len` readable bytes that outlive `'a`.
+    unsafe fn main_data<'a>(ptr: *const std::ffi::c_char, len: u32) -> &'a [u8] {
+        if ptr.is_null() || len == 0 {
+            &[]
+        } else {
+            unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len as usize) }
+        }
+    }
+
+    #[pg_guard]
+    unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+        let (info, data) = unsafe { parts(record) };
+        match (info, Record::decode(data)) {
+            (XLOG_IDGEN_HORIZON, Some(r)) => super::replay(r),
+            // Never guess a horizon: recovery stops here, with the reason in the log.
+            _ => pgrx::error!(
+                "idgen: WAL record with info {info:#04x} and {} bytes of data is not one this idgen version wrote; use the idgen version that wrote it",
+                data.len()
+            ),
+        }
+    }
+
+    #[pg_guard]
+    unsafe extern "C-unwind" fn desc(
+        buf: pg_sys::StringInfo,
+        record: *mut pg_sys::XLogReaderState,
+    ) {
+        let (info, data) = unsafe { parts(record) };
+        let text = match (info, Record::decode(data)) {
+            (XLOG_IDGEN_HORIZON, Some(r)) => r.to_string(),
+            _ => format!("unknown: info {info:#04x}, {} bytes", data.len()),
+        };
+        let text = CString::new(text).expect("no NUL in a description");
+        unsafe { pg_sys::appendStringInfoString(buf, text.as_ptr()) };
+    }
+
+    #[pg_guard]
+    unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
+        match info & XLR_RMGR_INFO_MASK {
+            XLOG_IDGEN_HORIZON => c"HORIZON".as_ptr(),
+            _ => std::ptr::null(),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::main_data;
+
+        #[test]
+        fn a_record_without_main_data_reads_as_empty() {
+            let empty = unsafe { main_data(std::ptr::null(), 0) };
+            assert!(empty.is_empty());
+            let bytes = *b"horizon";
+            let read = unsafe { main_data(bytes.as_ptr().cast(), bytes.len() as u32) };
+            assert_eq!(read, b"horizon");
+            assert!(unsafe { main_data(bytes.as_ptr().cast(), 0) }.is_empty());
+        }
+    }
+}
