@@ -100,3 +100,24 @@ def test_uuid_v7_sorts_above_every_earlier_uuid_across_a_restart_and_a_crash_wit
     c.clock.set("-10s")
     c.start()
     assert c.one("SELECT uuid_v7()::text") > newest
+
+
+def test_the_lead_a_crash_leaves_is_waited_out_and_is_no_clock_regression(cluster_factory):
+    """After a crash the generator starts past the horizon on disk, up to 1 s (the lead) ahead of
+    the clock that wrote it. That wait used to count as a clock regression and, for a session
+    with idgen.max_clock_wait under the lead, to fail with 58000 after every crash, blaming a
+    clock behind "the last snowflake id issued" when none had been issued since the start."""
+    c = cluster_factory("lead")
+    c.q("CREATE EXTENSION idgen")
+    # Keep pushing the horizon, so that at the crash it is about a second ahead of the clock.
+    c.one("SELECT count(snowflake_next()) FROM generate_series(1, 200000)")
+    horizon_ms = c.one("SELECT (extract(epoch FROM horizon) * 1000)::bigint FROM idgen_stats()")
+    now_ms = c.one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+    assert horizon_ms - now_ms > 400, "the horizon is ahead of the clock when the crash comes"
+    c.stop("immediate")
+    c.start()
+    first = c.one("SET idgen.max_clock_wait = 0", "SELECT snowflake_next()")
+    first_ms = c.one(f"SELECT (extract(epoch FROM snowflake_timestamp({first})) * 1000)::bigint")
+    assert first_ms > horizon_ms, "the first id after the crash is past the horizon on disk"
+    regressions, worst = c.q("SELECT clock_regressions, max_regression_ms FROM idgen_stats()")[0]
+    assert (regressions, worst) == (0, 0)

@@ -115,6 +115,33 @@ def test_the_promoted_standby_waits_for_its_clock_or_says_so(primary, cluster_fa
     assert standby.one("SELECT snowflake_next() > (SELECT max(sf) FROM t)")
 
 
+def test_a_standby_with_a_damaged_horizon_file_replays_but_leaves_it_for_the_operator(primary, cluster_factory,
+                                                                                    tmp_path):
+    """The one rule for a damaged file: replay moves the generator but does not overwrite the
+    file (it used to, while the damaged flag stayed set until a restart), and after promotion
+    nothing that depends on the horizon runs until the file is repaired and the server restarted."""
+    standby = primary.base_backup(os.path.join(cluster_factory.base, "standby"))
+    cluster_factory.made.append(standby)
+    with open(os.path.join(standby.data_dir, "idgen_horizon"), "w") as f:
+        f.write("garbage\n")
+    standby.start()
+    assert "idgen: could not read idgen_horizon" in standby.log()
+    load(primary, tmp_path, 2, clients=1)
+    wait_for_replay(primary, standby)
+    with open(os.path.join(standby.data_dir, "idgen_horizon")) as f:
+        assert f.read() == "garbage\n", "replay overwrote the damaged file"
+    primary.stop("immediate")
+    standby.promote()
+    for call in ("snowflake_next()", "uuid_v7()"):
+        assert standby.error(f"SELECT {call}").pgcode == "XX001", call
+    standby.stop()
+    highest_sf = primary.start().one("SELECT max(sf) FROM t")
+    with open(os.path.join(standby.data_dir, "idgen_horizon"), "w") as f:
+        f.write(f"idgen-horizon-v1 {int(time.time() * 1000) + 1000}\n")
+    standby.start()
+    assert standby.one(f"SELECT snowflake_next() > {highest_sf}")
+
+
 def test_a_point_in_time_restore_with_the_clock_set_back_never_reissues(cluster_factory, tmp_path):
     archive = tmp_path / "archive"
     archive.mkdir()

@@ -41,3 +41,12 @@ def test_a_damaged_horizon_file_lets_the_server_start_and_snowflake_next_refuse(
     c.q("CREATE EXTENSION idgen")
     text = sqlstate_and_hint(c.error("SELECT snowflake_next()"))
     assert text.startswith("XX001: ") and "\nHINT: Stop the server and write" in text, text
+    # One rule for everything that depends on the horizon: uuid_v7() refuses too (it used to
+    # drop its ordering silently), and idgen_stats() answers (it used to refuse), with no horizon.
+    text = sqlstate_and_hint(c.error("SELECT uuid_v7()"))
+    assert text.startswith("XX001: uuid_v7() refuses to run") and "\nHINT: Stop the server and write" in text, text
+    assert c.q("SELECT ids_issued, horizon FROM idgen_stats()") == [(0, None)]
+    # A clean shutdown leaves the damaged file for the operator.
+    c.stop()
+    with open(f"{c.data_dir}/idgen_horizon") as f:
+        assert f.read() == "garbage\n"
