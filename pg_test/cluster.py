@@ -118,9 +118,10 @@ class Cluster:
     """One server in base_dir (data in base_dir/data, its log in base_dir/logs)."""
 
     def __init__(self, base_dir, port=None, preload=True, worker_id=1, conf=(), fsync=False, bin_dir=None,
-                 initdb_options=None):
+                 initdb_options=None, env=None):
         """bin_dir: another server build than pg_bin() (pg_upgrade's old cluster); initdb_options:
-        instead of initdb_locale()."""
+        instead of initdb_locale(); env: variables every start() adds to the server's environment
+        (e.g. a test hook the server reads)."""
         self.base_dir = base_dir
         # A short socket directory: a Unix socket's path must stay under 108 bytes.
         self.socket_dir = tempfile.mkdtemp(prefix="idgen-s-")
@@ -134,6 +135,7 @@ class Cluster:
         self._worker_id = worker_id
         self._conf = list(conf)
         self._fsync = fsync
+        self.env_vars = dict(env or {})
 
     # ---- life cycle ---------------------------------------------------------------------
 
@@ -150,13 +152,13 @@ class Cluster:
         self.append_conf(*lines, *self._conf)
         return self
 
-    def base_backup(self, base_dir, *, standby=True, port=None, preload=True, worker_id=None, conf=()):
+    def base_backup(self, base_dir, *, standby=True, port=None, preload=True, worker_id=None, conf=(), env=None):
         """A new Cluster in base_dir made by pg_basebackup from this running server: a streaming
         standby (-R) when standby, else a plain copy to restore (PITR). The copy's configuration
         is this server's, with its own port and socket directory, and worker_id (None keeps
-        this server's), conf and preload applied after it. Not started."""
+        this server's), conf and preload applied after it; env as for Cluster(). Not started."""
         c = Cluster(base_dir, port=port, preload=preload, worker_id=worker_id, conf=conf, fsync=self._fsync,
-                    bin_dir=self.bin_dir)
+                    bin_dir=self.bin_dir, env=env)
         os.makedirs(base_dir, exist_ok=True)
         cmd = [os.path.join(self.bin_dir, "pg_basebackup"), "-D", c.data_dir, "-X", "stream", "-c", "fast",
                "-h", self.socket_dir, "-p", str(self.port), "-U", "postgres", *(["-R"] if standby else [])]
@@ -193,7 +195,7 @@ class Cluster:
     def start(self, limit_address_space=None):
         """Starts and waits; limit_address_space (bytes) caps each server process's virtual
         memory (RLIMIT_AS, inherited by every backend)."""
-        env = {**(self.clock.env() if self.clock else {}), **self.library_env()} or None
+        env = {**(self.clock.env() if self.clock else {}), **self.library_env(), **self.env_vars} or None
         if limit_address_space is None:
             self.node.start(exec_env=env)
             return self
@@ -228,6 +230,32 @@ class Cluster:
     def stop(self, mode="fast"):
         if self.running():
             self.node.stop(params=["-m", mode])
+        return self
+
+    def reload(self):
+        """pg_reload_conf(): settings that need no restart take effect (in every process soon
+        after, not necessarily when this returns)."""
+        self.one("SELECT pg_reload_conf()")
+        return self
+
+    def set_synchronous_standby_names(self, names, wait_for=None, timeout=60):
+        """ALTER SYSTEM SET synchronous_standby_names (e.g. '*', or a standby's
+        application_name; '' makes replication asynchronous again), then a reload. wait_for: an
+        application_name to wait for (at most timeout s) until pg_stat_replication shows it as
+        the synchronous standby."""
+        quoted = names.replace("'", "''")
+        self.q(f"ALTER SYSTEM SET synchronous_standby_names = '{quoted}'")
+        self.reload()
+        if wait_for is None:
+            return self
+        standby = wait_for.replace("'", "''")
+        deadline = time.monotonic() + timeout
+        while not self.q(f"SELECT 1 FROM pg_stat_replication WHERE application_name = '{standby}' "
+                         "AND sync_state = 'sync'"):
+            if time.monotonic() > deadline:
+                raise SqlError(f"{wait_for} did not become the synchronous standby within {timeout} s: "
+                               f"{self.q('SELECT application_name, state, sync_state FROM pg_stat_replication')}")
+            time.sleep(0.1)
         return self
 
     def running(self):

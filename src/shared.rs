@@ -186,7 +186,10 @@ pub mod push_lock {
 
     fn reserve() {
         unsafe {
-            pg_sys::RequestAddinShmemSpace(std::mem::size_of::<pg_sys::ConditionVariable>());
+            // ShmemInitStruct rounds every allocation up to a cache line.
+            pg_sys::RequestAddinShmemSpace(
+                std::mem::size_of::<pg_sys::ConditionVariable>().next_multiple_of(128),
+            );
             pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
         }
     }

@@ -513,7 +513,11 @@ fn a_crash_lead_is_waited_out_whatever_the_wait_and_is_not_a_regression() {
         T0 + HORIZON_LEAD_MS + 1
     );
     assert_eq!(env.sleeps.iter().sum::<u64>(), HORIZON_LEAD_MS);
-    assert_eq!(env.now, T0 + HORIZON_LEAD_MS + 1, "then into the next millisecond");
+    assert_eq!(
+        env.now,
+        T0 + HORIZON_LEAD_MS + 1,
+        "then into the next millisecond"
+    );
     let stats = state.stats();
     assert_eq!((stats.clock_regressions, stats.max_regression_ms), (0, 0));
 }
