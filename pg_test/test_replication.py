@@ -142,6 +142,30 @@ def test_a_standby_with_a_damaged_horizon_file_replays_but_leaves_it_for_the_ope
     assert standby.one(f"SELECT snowflake_next() > {highest_sf}")
 
 
+def test_a_standby_that_cannot_write_the_horizon_file_stops_saying_what_to_do_and_resumes(primary, cluster_factory,
+                                                                                         tmp_path):
+    """Replay must not go on without a durable copy of what it replayed (a restart would begin at
+    the last restartpoint and not see the record again): when the file cannot be written (here a
+    directory where its temporary file goes, as good as a full disk) recovery stops with a
+    message that says what to do, and replay resumes where it stopped once that is done."""
+    standby = primary.base_backup(os.path.join(cluster_factory.base, "standby"))
+    cluster_factory.made.append(standby)
+    standby.start()
+    blocker = os.path.join(standby.data_dir, "idgen_horizon.tmp")
+    os.mkdir(blocker)
+    load(primary, tmp_path, 2, clients=1)
+    wait_until_stopped(standby)
+    log = standby.log()
+    assert "idgen: could not record idgen_horizon while replaying WAL" in log, log[-3000:]
+    assert "HINT:  Free space (or fix permissions) in the data directory, then start the server again" in log
+    os.rmdir(blocker)
+    standby.start()
+    wait_for_replay(primary, standby)
+    with open(os.path.join(standby.data_dir, "idgen_horizon")) as f:
+        on_disk = int(f.read().split()[1])
+    assert on_disk >= primary.one("SELECT (extract(epoch FROM horizon) * 1000)::bigint FROM idgen_stats()")
+
+
 def test_a_point_in_time_restore_with_the_clock_set_back_never_reissues(cluster_factory, tmp_path):
     archive = tmp_path / "archive"
     archive.mkdir()
