@@ -11,7 +11,7 @@
 //!     |  the epoch (41 bits)  |  (10 bits)   |  (12 bits)
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub const TIMESTAMP_BITS: u32 = 41;
 pub const WORKER_BITS: u32 = 10;
@@ -127,7 +127,36 @@ pub(crate) fn check_epoch(epoch_unix_ms: u64) -> Result<u64, String> {
 
 // ---- the generator ------------------------------------------------------------------------
 
-/// `millis << 12 | sequence` of the last id issued: the one word every backend advances by CAS.
+/// What contention costs, counted where it happens: every read-modify-write on the shared state
+/// and every one that failed and had to be tried again. Counted per thread in tests only (the
+/// structural tests assert the design's bound on 2 cores, where rates hide contention); nothing
+/// at all in the extension.
+pub(crate) mod probe {
+    #[cfg(test)]
+    thread_local! {
+        static COUNTS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    /// A read-modify-write on shared memory (successful or not).
+    #[inline(always)]
+    pub fn rmw() {
+        #[cfg(test)]
+        COUNTS.with(|c| c.set((c.get().0 + 1, c.get().1)));
+    }
+    /// A read-modify-write that failed and must be tried again.
+    #[inline(always)]
+    pub fn retry() {
+        #[cfg(test)]
+        COUNTS.with(|c| c.set((c.get().0, c.get().1 + 1)));
+    }
+    /// (read-modify-writes, retries) of this thread since the last call.
+    #[cfg(test)]
+    pub fn take() -> (u64, u64) {
+        COUNTS.with(|c| c.replace((0, 0)))
+    }
+}
+
+/// `millis << 12 | sequence`: the ids of a server, in the order they are issued, are consecutive
+/// values of this packing, a full millisecond carrying into the next.
 fn pack(millis: u64, sequence: u16) -> u64 {
     (millis << SEQUENCE_BITS) | u64::from(sequence)
 }
@@ -139,62 +168,59 @@ fn unpack(word: u64) -> (u64, u16) {
     )
 }
 
-/// What to do next, given the last word issued and the clock (both in ms since the id epoch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Issue {
-        millis: u64,
-        sequence: u16,
-    },
-    /// All 4,096 sequence numbers of this millisecond are taken: wait for the next one.
-    Exhausted,
-    /// The clock reads earlier than the last millisecond issued.
-    ClockBehind {
-        behind_ms: u64,
-    },
-}
-
-pub fn decide(last_word: u64, now_millis: u64) -> Decision {
-    let (last_millis, last_sequence) = unpack(last_word);
-    if now_millis > last_millis {
-        Decision::Issue {
-            millis: now_millis,
-            sequence: 0,
-        }
-    } else if now_millis == last_millis {
-        if last_sequence < MAX_SEQUENCE {
-            Decision::Issue {
-                millis: now_millis,
-                sequence: last_sequence + 1,
-            }
-        } else {
-            Decision::Exhausted
-        }
-    } else {
-        Decision::ClockBehind {
-            behind_ms: last_millis - now_millis,
-        }
-    }
-}
-
-/// The generator's state, shared by every backend of a server. All fields are plain atomics so
-/// that the struct can live in Postgres shared memory as it is.
+/// A field on a cache line of its own: 128 bytes, PostgreSQL's `PG_CACHE_LINE_SIZE`, and two
+/// 64-byte lines, which x86's adjacent-line prefetch moves as a pair.
+#[repr(align(128))]
 #[derive(Default, Debug)]
-pub struct SharedState {
-    /// `millis << 12 | sequence` of the last id issued (or the seed, see `seed_word`).
-    word: AtomicU64,
-    /// The word this run started from: a restart seeds it just past the persisted horizon, with
-    /// the sequence full, so the first id must come from a later millisecond. Not an issued id.
-    seed_word: AtomicU64,
+struct Line<T>(T);
+
+/// What every call reads and almost none writes.
+#[derive(Default, Debug)]
+struct ReadMostly {
     /// Unix ms up to which ids may be issued: durably recorded before any id beyond it. Who may
     /// raise it is the environment's business (`Env::try_begin_push`): a lock that is released
     /// on every exit of its holder, which plain atomics cannot promise.
     horizon_unix_ms: AtomicU64,
-    /// Ids issued in milliseconds that are over; the current one is added on read.
+    /// The first word of this run: just past the persisted horizon (a restart seeds it there,
+    /// so the first id comes from a later millisecond).
+    seed_next: AtomicU64,
+    /// A word a caller could not issue because the clock was too far behind it: while the
+    /// clock reads before its millisecond, callers wait or fail without touching `word`, so an
+    /// error storm does not push the word ahead of the clock. 0: none.
+    behind_word: AtomicU64,
+    /// Whether an id of this run has been issued: until then, a wait for the clock is the
+    /// lead of the horizon the run started from, not a clock that went back. Written once a run.
+    started: AtomicBool,
+}
+
+/// Bookkeeping for `idgen_stats()`, which no call reads: written where a millisecond starts
+/// (by the one caller that starts it), where a value is given up, and at waits — never per id.
+#[derive(Default, Debug)]
+struct Counters {
+    /// Where the current run of consecutive values began: the seed, or the first id of the
+    /// millisecond a caller last started.
+    segment_start: AtomicU64,
+    /// Values taken from `word` in runs that are over.
     completed: AtomicU64,
+    /// Values taken from `word` and not issued: a millisecond that was over when its value
+    /// came, or an error.
+    discarded: AtomicU64,
     exhaustion_waits: AtomicU64,
     clock_regressions: AtomicU64,
     max_regression_ms: AtomicU64,
+}
+
+/// The generator's state, shared by every backend of a server. All fields are plain atomics so
+/// that the struct can live in Postgres shared memory as it is; each group on its own cache
+/// line, so that the one word every call writes shares its line with nothing every call reads.
+#[derive(Default, Debug)]
+pub struct SharedState {
+    /// The next id's `millis << 12 | sequence`. Every id is one `fetch_add` on it, which cannot
+    /// fail; only a caller that finds its millisecond over writes it otherwise (one
+    /// compare-and-swap to start the clock's millisecond).
+    word: Line<AtomicU64>,
+    read_mostly: Line<ReadMostly>,
+    counters: Line<Counters>,
 }
 
 /// A snapshot of the generator's counters, for `idgen_stats()`.
@@ -213,29 +239,41 @@ impl SharedState {
     /// Starts a run: ids will come from milliseconds after `horizon_unix_ms` (the persisted
     /// high-water mark), which is also the horizon until it is extended.
     pub fn seed(&self, epoch_unix_ms: u64, horizon_unix_ms: u64) {
-        let seed = match horizon_unix_ms.checked_sub(epoch_unix_ms) {
-            Some(millis) => pack(millis.min(MAX_MILLIS), MAX_SEQUENCE),
+        let next = match horizon_unix_ms.checked_sub(epoch_unix_ms) {
+            Some(millis) => pack(millis.min(MAX_MILLIS), MAX_SEQUENCE) + 1,
             None => 0,
         };
-        self.word.store(seed, Ordering::SeqCst);
-        self.seed_word.store(seed, Ordering::SeqCst);
-        self.horizon_unix_ms
-            .store(horizon_unix_ms, Ordering::SeqCst);
+        let c = &self.counters.0;
+        let taken = self.word.0.load(Ordering::Acquire);
+        let start = c.segment_start.swap(next, Ordering::AcqRel);
+        c.completed
+            .fetch_add(taken.saturating_sub(start), Ordering::Relaxed);
+        let rm = &self.read_mostly.0;
+        rm.behind_word.store(0, Ordering::SeqCst);
+        rm.started.store(false, Ordering::SeqCst);
+        rm.seed_next.store(next, Ordering::SeqCst);
+        self.word.0.store(next, Ordering::SeqCst);
+        rm.horizon_unix_ms.store(horizon_unix_ms, Ordering::SeqCst);
     }
 
     pub fn stats(&self) -> Stats {
-        let word = self.word.load(Ordering::Acquire);
-        let fresh = word == self.seed_word.load(Ordering::Acquire);
-        let (millis, sequence) = unpack(word);
-        let current = if fresh { 0 } else { u64::from(sequence) + 1 };
+        let c = &self.counters.0;
+        let word = self.word.0.load(Ordering::Acquire);
+        let taken = c.completed.load(Ordering::Relaxed)
+            + word.saturating_sub(c.segment_start.load(Ordering::Acquire));
+        let fresh = word == self.read_mostly.0.seed_next.load(Ordering::Acquire);
         Stats {
-            ids_issued: self.completed.load(Ordering::Relaxed) + current,
-            exhaustion_waits: self.exhaustion_waits.load(Ordering::Relaxed),
-            clock_regressions: self.clock_regressions.load(Ordering::Relaxed),
-            max_regression_ms: self.max_regression_ms.load(Ordering::Relaxed),
-            last_millis: (!fresh).then_some(millis),
-            horizon_unix_ms: self.horizon_unix_ms.load(Ordering::Acquire),
+            ids_issued: taken.saturating_sub(c.discarded.load(Ordering::Relaxed)),
+            exhaustion_waits: c.exhaustion_waits.load(Ordering::Relaxed),
+            clock_regressions: c.clock_regressions.load(Ordering::Relaxed),
+            max_regression_ms: c.max_regression_ms.load(Ordering::Relaxed),
+            last_millis: (!fresh).then(|| unpack(word.saturating_sub(1)).0),
+            horizon_unix_ms: self.horizon(),
         }
+    }
+
+    fn horizon(&self) -> u64 {
+        self.read_mostly.0.horizon_unix_ms.load(Ordering::Acquire)
     }
 
     /// Raises the horizon to `horizon_unix_ms` when it is higher, and starts the run again just
@@ -243,7 +281,7 @@ impl SharedState {
     /// restore) of a horizon the primary recorded. Only while no id is issued from this state
     /// (recovery). Returns whether it rose.
     pub fn replay_horizon(&self, epoch_unix_ms: u64, horizon_unix_ms: u64) -> bool {
-        if horizon_unix_ms <= self.horizon_unix_ms.load(Ordering::Acquire) {
+        if horizon_unix_ms <= self.horizon() {
             return false;
         }
         self.seed(epoch_unix_ms, horizon_unix_ms);
@@ -252,7 +290,47 @@ impl SharedState {
 
     /// The last millisecond issued (Unix ms), or the seed: what a clean shutdown records.
     pub fn high_water_unix_ms(&self, epoch_unix_ms: u64) -> u64 {
-        unpack(self.word.load(Ordering::Acquire)).0 + epoch_unix_ms
+        unpack(self.word.0.load(Ordering::Acquire).saturating_sub(1)).0 + epoch_unix_ms
+    }
+
+    /// A value taken from `word` that will not be issued.
+    fn discard(&self) {
+        probe::rmw();
+        self.counters.0.discarded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The clock reads `now` and the millisecond of the value just taken is over: start `now`'s
+    /// millisecond, owning its first id, unless another caller has started it (or a later one)
+    /// meanwhile — then None, and the caller takes the next value as usual. One
+    /// compare-and-swap per millisecond succeeds; the others fail only here.
+    fn start_millisecond(&self, now: u64) -> Option<u64> {
+        let first = pack(now, 0);
+        let mut seen = self.word.0.load(Ordering::Acquire);
+        loop {
+            if seen >= first {
+                return None;
+            }
+            probe::rmw();
+            match self
+                .word
+                .0
+                .compare_exchange(seen, first + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    let c = &self.counters.0;
+                    probe::rmw();
+                    let start = c.segment_start.swap(first, Ordering::AcqRel);
+                    probe::rmw();
+                    c.completed
+                        .fetch_add(seen.saturating_sub(start), Ordering::Relaxed);
+                    return Some(first);
+                }
+                Err(now_seen) => {
+                    probe::retry();
+                    seen = now_seen;
+                }
+            }
+        }
     }
 }
 
@@ -350,99 +428,166 @@ pub struct Config {
 /// Issues the next id: strictly greater than every id this state issued before, in every
 /// process sharing `state`, and never from a millisecond at or below the persisted horizon of
 /// an earlier run.
+///
+/// The common path is one `fetch_add` on the word: the value it returns is this caller's, so
+/// it cannot fail or be retried, however many callers there are. What is rare happens after
+/// it, to the value already taken:
+/// - its millisecond is over (the clock moved on, or the server was idle): the value is given
+///   up and the caller starts the clock's millisecond (`start_millisecond`);
+/// - its millisecond has not begun (4,096 ids of the last one are taken, so the value carried
+///   into the next; or the clock went back; or the run starts past a crash's horizon): the
+///   caller waits for the clock, reading only the clock, not the word;
+/// - the horizon does not cover it yet: the caller pushes the horizon, or waits for the one
+///   who does.
 pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<i64, GenError> {
     debug_assert!(cfg.worker_id <= MAX_WORKER_ID);
-    let mut waited_exhausted = false;
-    let mut counted_regression = false;
+    let mut flags = WaitFlags::default();
     loop {
-        // Load the word before reading the clock. The other order races: another backend can
-        // issue from the next millisecond between our clock read and our load, and we would
-        // take our own stale reading for a clock step back (and sleep for nothing).
-        let last = state.word.load(Ordering::Acquire);
-        let now_unix = env.now_unix_ms();
-        let now = now_unix
-            .checked_sub(cfg.epoch_unix_ms)
-            .ok_or(GenError::ClockBeforeEpoch {
-                now_unix_ms: now_unix,
-                epoch_unix_ms: cfg.epoch_unix_ms,
-            })?;
-        if now > MAX_MILLIS {
-            return Err(GenError::Overflow {
-                now_unix_ms: now_unix,
-                epoch_unix_ms: cfg.epoch_unix_ms,
-            });
+        let now = clock_millis(cfg, env)?;
+        // A clock already found too far behind: wait or fail without taking a value, measured
+        // against the next value the word holds (a read, while the clock is behind only).
+        let behind = state.read_mostly.0.behind_word.load(Ordering::Relaxed);
+        if behind != 0 && unpack(behind).0 > now.1 + 1 {
+            let next = state.word.0.load(Ordering::Acquire).max(behind);
+            let pause = classify(state, cfg, next, now.1, &mut flags)?;
+            env.pause(pause);
+            continue;
         }
-        match decide(last, now) {
-            Decision::Issue { millis, sequence } => {
-                if !horizon_allows(state, now_unix, env)? {
-                    continue;
-                }
-                let next = pack(millis, sequence);
-                if state
-                    .word
-                    .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    continue;
-                }
-                if sequence == 0 && last != state.seed_word.load(Ordering::Relaxed) {
-                    // `last` closed a millisecond: count its ids once, here, not once per id.
-                    state
-                        .completed
-                        .fetch_add(u64::from(unpack(last).1) + 1, Ordering::Relaxed);
-                }
-                let parts = Parts {
-                    millis,
-                    worker_id: cfg.worker_id,
-                    sequence,
-                };
-                return Ok(compose(parts).expect("fields checked above"));
+        probe::rmw();
+        let mut value = state.word.0.fetch_add(1, Ordering::AcqRel);
+        if unpack(value).0 < now.1 {
+            state.discard();
+            match state.start_millisecond(now.1) {
+                Some(first) => value = first,
+                None => continue,
             }
-            Decision::Exhausted => {
-                if !waited_exhausted {
-                    waited_exhausted = true;
-                    state.exhaustion_waits.fetch_add(1, Ordering::Relaxed);
-                }
-                env.pause(Pause::Spin);
+        }
+        return issue(state, cfg, env, value, &mut flags).inspect_err(|_| state.discard());
+    }
+}
+
+/// The clock as (Unix ms, ms since the epoch), or why no id can come from it.
+fn clock_millis(cfg: &Config, env: &mut impl Env) -> Result<(u64, u64), GenError> {
+    let now_unix = env.now_unix_ms();
+    let now = now_unix
+        .checked_sub(cfg.epoch_unix_ms)
+        .ok_or(GenError::ClockBeforeEpoch {
+            now_unix_ms: now_unix,
+            epoch_unix_ms: cfg.epoch_unix_ms,
+        })?;
+    if now > MAX_MILLIS {
+        return Err(GenError::Overflow {
+            now_unix_ms: now_unix,
+            epoch_unix_ms: cfg.epoch_unix_ms,
+        });
+    }
+    Ok((now_unix, now))
+}
+
+/// What one call has counted already: each kind of wait counts once per call.
+#[derive(Default)]
+struct WaitFlags {
+    exhausted: bool,
+    regression: bool,
+}
+
+/// Hands out `value` once the clock has reached its millisecond and the horizon covers it.
+fn issue(
+    state: &SharedState,
+    cfg: &Config,
+    env: &mut impl Env,
+    value: u64,
+    flags: &mut WaitFlags,
+) -> Result<i64, GenError> {
+    let (millis, sequence) = unpack(value);
+    loop {
+        let (now_unix, now) = clock_millis(cfg, env)?;
+        if millis > now {
+            let pause = classify(state, cfg, value, now, flags)?;
+            env.pause(pause);
+            continue;
+        }
+        if horizon_allows(state, now_unix, env)? {
+            let started = &state.read_mostly.0.started;
+            if !started.load(Ordering::Relaxed) {
+                started.store(true, Ordering::Relaxed);
             }
-            Decision::ClockBehind { behind_ms } => {
-                // Before the first id of a run, the word is the seed: the horizon recorded
-                // before it, up to a lead ahead of the clock that wrote it. Waiting out that
-                // lead is what a crash costs, not a clock that went back: only what lies beyond
-                // the lead is a regression, and only that is held against max_clock_wait.
-                let fresh = last == state.seed_word.load(Ordering::Relaxed);
-                let lead = if fresh { HORIZON_LEAD_MS } else { 0 };
-                let regression = behind_ms.saturating_sub(lead);
-                if regression > 0 && !counted_regression {
-                    counted_regression = true;
-                    state.clock_regressions.fetch_add(1, Ordering::Relaxed);
-                    state
-                        .max_regression_ms
-                        .fetch_max(regression, Ordering::Relaxed);
-                }
-                if regression > cfg.max_clock_wait_ms {
-                    let resume_unix_ms = unpack(last).0 + cfg.epoch_unix_ms + 1;
-                    let max_wait_ms = cfg.max_clock_wait_ms;
-                    return Err(if fresh {
-                        GenError::ClockBehindHorizon {
-                            behind_ms,
-                            max_wait_ms,
-                            resume_unix_ms,
-                        }
-                    } else {
-                        GenError::ClockBehind {
-                            behind_ms,
-                            max_wait_ms,
-                            resume_unix_ms,
-                        }
-                    });
-                }
-                env.pause(Pause::Sleep {
-                    ms: behind_ms.min(10),
-                });
-            }
+            let parts = Parts {
+                millis,
+                worker_id: cfg.worker_id,
+                sequence,
+            };
+            return Ok(compose(parts).expect("fields checked above"));
         }
     }
+}
+
+/// `value`'s millisecond is later than the clock's (`now`): how to wait, or why not to.
+///
+/// The next millisecond: the last one's 4,096 ids are taken and the value carried into the
+/// next, so spin into it. Further ahead, the clock is behind ids already issued — measured from
+/// the millisecond before `value`, as far as the clock went back — or, before the first id of a
+/// run, behind the seed: the horizon recorded before the run, up to a lead ahead of the clock
+/// that wrote it. Waiting out that lead is what a crash costs, not a clock that went back: only
+/// what lies beyond the lead is a regression, and only that is held against max_clock_wait.
+fn classify(
+    state: &SharedState,
+    cfg: &Config,
+    value: u64,
+    now: u64,
+    flags: &mut WaitFlags,
+) -> Result<Pause, GenError> {
+    let c = &state.counters.0;
+    let rm = &state.read_mostly.0;
+    let millis = unpack(value).0;
+    if millis <= now + 1 {
+        if !flags.exhausted {
+            flags.exhausted = true;
+            probe::rmw();
+            c.exhaustion_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        return Ok(Pause::Spin);
+    }
+    let last = unpack(value - 1).0;
+    let behind_ms = last - now;
+    let fresh = !rm.started.load(Ordering::Relaxed);
+    let seed_next = rm.seed_next.load(Ordering::Relaxed);
+    let seed = unpack(seed_next.saturating_sub(1)).0;
+    let regression = if fresh {
+        seed.saturating_sub(now).saturating_sub(HORIZON_LEAD_MS)
+    } else {
+        behind_ms
+    };
+    if regression > 0 && !flags.regression {
+        flags.regression = true;
+        probe::rmw();
+        c.clock_regressions.fetch_add(1, Ordering::Relaxed);
+        probe::rmw();
+        c.max_regression_ms.fetch_max(regression, Ordering::Relaxed);
+    }
+    if regression > cfg.max_clock_wait_ms {
+        probe::rmw();
+        rm.behind_word.fetch_max(value, Ordering::Relaxed);
+        let resume_unix_ms = millis + cfg.epoch_unix_ms;
+        let max_wait_ms = cfg.max_clock_wait_ms;
+        return Err(if fresh {
+            GenError::ClockBehindHorizon {
+                behind_ms: seed.saturating_sub(now),
+                max_wait_ms,
+                resume_unix_ms,
+            }
+        } else {
+            GenError::ClockBehind {
+                behind_ms,
+                max_wait_ms,
+                resume_unix_ms,
+            }
+        });
+    }
+    // Sleep until the millisecond before `value`, then spin into it.
+    Ok(Pause::Sleep {
+        ms: (millis - 1 - now).min(10),
+    })
 }
 
 /// Makes sure the durable horizon covers `unix_ms`, pushing it ahead as `next_id` does: for
@@ -463,7 +608,7 @@ fn horizon_allows(
     now_unix: u64,
     env: &mut impl Env,
 ) -> Result<bool, GenError> {
-    let horizon = state.horizon_unix_ms.load(Ordering::Acquire);
+    let horizon = state.horizon();
     if now_unix + HORIZON_LEAD_MS / 2 <= horizon {
         return Ok(true);
     }
@@ -476,18 +621,21 @@ fn horizon_allows(
     if now_unix <= horizon {
         return Ok(true);
     }
-    env.wait_for_push(&|| state.horizon_unix_ms.load(Ordering::Acquire) != horizon);
+    env.wait_for_push(&|| state.horizon() != horizon);
     Ok(false)
 }
 
 /// With the writer slot held: extends the horizon unless another writer just did.
 fn push(state: &SharedState, now_unix: u64, env: &mut impl Env) -> Result<(), GenError> {
-    let horizon = state.horizon_unix_ms.load(Ordering::Acquire);
+    let horizon = state.horizon();
     if now_unix + HORIZON_LEAD_MS / 2 > horizon {
         let new_horizon = now_unix + HORIZON_LEAD_MS;
         env.persist_horizon(new_horizon)
             .map_err(GenError::Horizon)?;
+        probe::rmw();
         state
+            .read_mostly
+            .0
             .horizon_unix_ms
             .fetch_max(new_horizon, Ordering::AcqRel);
     }

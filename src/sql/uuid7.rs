@@ -21,18 +21,16 @@ fn with_rng<T>(f: impl FnOnce(&mut rand_chacha::ChaCha12Rng) -> T) -> T {
 fn next_v7_bytes() -> [u8; 16] {
     let word = shared::uuid7_word();
     let now = clock::now_unix_ms();
+    let bytes = with_rng(|rng| uuid7::next(word, now, rng));
     if let Some(state) = shared::uuid7_horizon() {
         // UUIDs share the snowflake horizon, so that those made after a restart, a crash or a
-        // failover sort above those made before: one atomic load per UUID, and about twice a
-        // second, a WAL record and the file.
-        snowflake::cover(
-            state,
-            uuid7::next_ms_bound(word, now),
-            &mut horizon_store::Backend,
-        )
-        .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
+        // failover sort above those made before: one read of the horizon per UUID, and about
+        // twice a second, a WAL record and the file — before the UUID is handed out.
+        let ms = uuid7::timestamp_ms(&bytes).expect("a v7 UUID");
+        snowflake::cover(state, ms, &mut horizon_store::Backend)
+            .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
     }
-    with_rng(|rng| uuid7::next(word, now, rng))
+    bytes
 }
 
 fn next_v7() -> Uuid {
