@@ -11,6 +11,11 @@
 //!     |  the epoch (41 bits)  |  (10 bits)   |  (12 bits)
 //! ```
 
+// Under `--cfg idgen_loom` the generator runs on loom's atomics, which explore every interleaving of
+// a model's threads (src/snowflake/loom_tests.rs); the normal build is untouched.
+#[cfg(all(test, idgen_loom))]
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(not(all(test, idgen_loom)))]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub const TIMESTAMP_BITS: u32 = 41;
@@ -642,5 +647,7 @@ fn push(state: &SharedState, now_unix: u64, env: &mut impl Env) -> Result<(), Ge
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, idgen_loom))]
+mod loom_tests;
+#[cfg(all(test, not(idgen_loom)))]
 mod tests;

@@ -720,3 +720,90 @@ fn contention_costs_one_rmw_per_id_and_retries_only_where_a_millisecond_changes(
         "{costly} ids cost more than one RMW"
     );
 }
+
+/// Threads on one state under a clock that a driver moves: milliseconds that fill (the clock
+/// stands still for a while), and a step back of 5 ms. Every id unique, each thread's
+/// increasing, none beyond the persisted horizon.
+#[test]
+fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
+    struct Driven<'a> {
+        clock: &'a AtomicU64,
+        persisted: &'a AtomicU64,
+        slot: &'a Slot,
+    }
+    impl Env for Driven<'_> {
+        fn now_unix_ms(&mut self) -> u64 {
+            self.clock.load(Ordering::SeqCst)
+        }
+        fn pause(&mut self, _: Pause) {
+            std::thread::yield_now();
+        }
+        fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+            self.persisted.fetch_max(unix_ms, Ordering::SeqCst);
+            Ok(())
+        }
+        fn try_begin_push(&mut self) -> bool {
+            self.slot.try_take()
+        }
+        fn end_push(&mut self) {
+            self.slot.release();
+        }
+        fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
+            while !moved() && self.slot.0.load(Ordering::Acquire) != 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let state = fresh();
+    let clock = AtomicU64::new(T0);
+    let persisted = AtomicU64::new(0);
+    let slot = Slot::default();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let batches: Vec<Vec<i64>> = std::thread::scope(|s| {
+        s.spawn(|| {
+            // 300 ms of fake time: each millisecond lasts long enough to fill now and then,
+            // and at 150 ms the clock steps back 5 ms.
+            for i in 0..300u64 {
+                std::thread::sleep(std::time::Duration::from_micros(300));
+                if i == 150 {
+                    clock.fetch_sub(5, Ordering::SeqCst);
+                } else {
+                    clock.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut env = Driven {
+                        clock: &clock,
+                        persisted: &persisted,
+                        slot: &slot,
+                    };
+                    let mut ids = vec![];
+                    while !done.load(Ordering::SeqCst) {
+                        ids.push(next_id(&state, &cfg(4, 60_000), &mut env).unwrap());
+                    }
+                    ids
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = HashSet::new();
+    for batch in &batches {
+        assert!(
+            batch.windows(2).all(|w| w[0] < w[1]),
+            "each thread's ids increase"
+        );
+        for &id in batch {
+            assert!(all.insert(id), "duplicate {id}");
+            assert!(decompose(id).unwrap().millis + EPOCH <= persisted.load(Ordering::SeqCst));
+        }
+    }
+    let stats = state.stats();
+    assert_eq!(stats.ids_issued, all.len() as u64);
+    assert!(stats.exhaustion_waits > 0, "some milliseconds filled");
+    assert!(stats.clock_regressions > 0, "the step back was seen");
+}
