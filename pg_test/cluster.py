@@ -363,6 +363,16 @@ class Cluster:
         return done.returncode == 0, output
 
 
+def wait_for_replay(primary, standby, timeout=60):
+    """Waits until standby has replayed everything primary has flushed so far."""
+    lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
+    deadline = time.monotonic() + timeout
+    while not standby.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
+        if time.monotonic() > deadline:
+            raise SqlError(f"the standby did not replay up to {lsn} within {timeout} s")
+        time.sleep(0.1)
+
+
 # ---- command line, for `make run` ---------------------------------------------------------
 
 

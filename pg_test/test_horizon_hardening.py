@@ -25,6 +25,7 @@ import uuid
 
 import psycopg2
 import pytest
+from cluster import wait_for_replay
 
 BEHIND = "-3s"
 STANDBY_NAME = "idgen_standby"
@@ -129,14 +130,6 @@ def proxies():
 
 
 # ---- helpers ------------------------------------------------------------------------------
-
-
-def wait_for_replay(primary, standby, timeout=60):
-    lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
-    deadline = time.monotonic() + timeout
-    while not standby.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
-        assert time.monotonic() < deadline, "the standby did not catch up"
-        time.sleep(0.1)
 
 
 def unix_ms_of_snowflake(sf, epoch=DEFAULT_EPOCH):

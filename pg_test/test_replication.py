@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import pytest
+from cluster import wait_for_replay
 
 LOAD = """\\set n random(1, 1000000)
 INSERT INTO t (n) VALUES (:n);
@@ -28,14 +29,6 @@ def load(c, tmp_path, seconds, clients=4):
     script = tmp_path / "load.sql"
     script.write_text(LOAD)
     c.pgbench("-n", "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", str(script))
-
-
-def wait_for_replay(primary, standby, timeout=60):
-    lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
-    deadline = time.monotonic() + timeout
-    while not standby.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
-        assert time.monotonic() < deadline, "the standby did not catch up"
-        time.sleep(0.1)
 
 
 def highest(c):

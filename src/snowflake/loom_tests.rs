@@ -106,50 +106,35 @@ fn model(threads: usize, per_thread: usize, now: u64, prepare: fn(&SharedState))
     });
 }
 
+/// A run that has begun: T0's millisecond started, the next value `next`, the horizon a lead
+/// ahead.
+fn running_at(s: &SharedState, next: u64) {
+    s.seed(EPOCH, T0 + HORIZON_LEAD_MS);
+    s.word.0.store(next, Ordering::SeqCst);
+    s.counters
+        .0
+        .segment_start
+        .store(pack(T0 - EPOCH, 0), Ordering::SeqCst);
+    s.read_mostly.0.started.store(true, Ordering::SeqCst);
+}
+
 /// Within one millisecond: fetch_add alone.
 #[test]
 fn loom_the_common_path() {
-    model(3, 2, T0, |s| {
-        s.seed(EPOCH, T0 + HORIZON_LEAD_MS);
-        // the run has begun: T0's millisecond is started
-        s.word.0.store(pack(T0 - EPOCH, 0), Ordering::SeqCst);
-        s.counters
-            .0
-            .segment_start
-            .store(pack(T0 - EPOCH, 0), Ordering::SeqCst);
-        s.read_mostly.0.started.store(true, Ordering::SeqCst);
-    });
+    model(3, 2, T0, |s| running_at(s, pack(T0 - EPOCH, 0)));
 }
 
 /// The clock has moved on from the word's millisecond: values are given up and one caller
 /// starts the new millisecond with a compare-and-swap that others race.
 #[test]
 fn loom_the_start_of_a_millisecond() {
-    model(3, 1, T0 + 5, |s| {
-        s.seed(EPOCH, T0 + HORIZON_LEAD_MS);
-        s.word.0.store(pack(T0 - EPOCH, 7), Ordering::SeqCst);
-        s.counters
-            .0
-            .segment_start
-            .store(pack(T0 - EPOCH, 0), Ordering::SeqCst);
-        s.read_mostly.0.started.store(true, Ordering::SeqCst);
-    });
+    model(3, 1, T0 + 5, |s| running_at(s, pack(T0 - EPOCH, 7)));
 }
 
 /// One id left in the millisecond: the others carry into the next and wait for the clock.
 #[test]
 fn loom_an_exhausted_millisecond() {
-    model(2, 2, T0, |s| {
-        s.seed(EPOCH, T0 + HORIZON_LEAD_MS);
-        s.word
-            .0
-            .store(pack(T0 - EPOCH, MAX_SEQUENCE), Ordering::SeqCst);
-        s.counters
-            .0
-            .segment_start
-            .store(pack(T0 - EPOCH, 0), Ordering::SeqCst);
-        s.read_mostly.0.started.store(true, Ordering::SeqCst);
-    });
+    model(2, 2, T0, |s| running_at(s, pack(T0 - EPOCH, MAX_SEQUENCE)));
 }
 
 /// The clock has reached the horizon: one caller pushes it (the slot), the others wait for

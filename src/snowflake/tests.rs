@@ -76,6 +76,59 @@ impl Slot {
     }
 }
 
+/// The environment of the threaded tests: the real clock (or one a driver thread moves), the
+/// persisted horizon as the highest value pushed, the writer slot above.
+struct Threaded<'a> {
+    driven: Option<&'a AtomicU64>,
+    persisted: &'a AtomicU64,
+    slot: &'a Slot,
+}
+
+impl<'a> Threaded<'a> {
+    fn real(persisted: &'a AtomicU64, slot: &'a Slot) -> Self {
+        Threaded {
+            driven: None,
+            persisted,
+            slot,
+        }
+    }
+}
+
+impl Env for Threaded<'_> {
+    fn now_unix_ms(&mut self) -> u64 {
+        match self.driven {
+            Some(clock) => clock.load(Ordering::SeqCst),
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64,
+        }
+    }
+    fn pause(&mut self, pause: Pause) {
+        match (self.driven, pause) {
+            // the driver moves the clock: let it run
+            (Some(_), _) => std::thread::yield_now(),
+            (None, Pause::Spin) => std::hint::spin_loop(),
+            (None, Pause::Sleep { ms }) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+        }
+    }
+    fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+        self.persisted.fetch_max(unix_ms, Ordering::SeqCst);
+        Ok(())
+    }
+    fn try_begin_push(&mut self) -> bool {
+        self.slot.try_take()
+    }
+    fn end_push(&mut self) {
+        self.slot.release();
+    }
+    fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
+        while !moved() && self.slot.0.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
 fn cfg(worker_id: u16, max_clock_wait_ms: u64) -> Config {
     Config {
         epoch_unix_ms: EPOCH,
@@ -401,36 +454,6 @@ fn the_clock_before_the_epoch_or_past_41_bits_is_an_error() {
 /// Real threads on a real clock sharing one state, as backends share shared memory.
 #[test]
 fn concurrent_generators_never_collide() {
-    struct RealEnv<'a>(&'a AtomicU64, &'a Slot);
-    impl Env for RealEnv<'_> {
-        fn try_begin_push(&mut self) -> bool {
-            self.1.try_take()
-        }
-        fn end_push(&mut self) {
-            self.1.release();
-        }
-        fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
-            while !moved() && self.1 .0.load(Ordering::Acquire) != 0 {
-                std::thread::yield_now();
-            }
-        }
-        fn now_unix_ms(&mut self) -> u64 {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64
-        }
-        fn pause(&mut self, pause: Pause) {
-            match pause {
-                Pause::Spin => std::hint::spin_loop(),
-                Pause::Sleep { ms } => std::thread::sleep(std::time::Duration::from_millis(ms)),
-            }
-        }
-        fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
-            self.0.fetch_max(unix_ms, Ordering::SeqCst);
-            Ok(())
-        }
-    }
     let state = fresh();
     let persisted = AtomicU64::new(0);
     let slot = Slot::default();
@@ -439,7 +462,7 @@ fn concurrent_generators_never_collide() {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
-                    let mut env = RealEnv(&persisted, &slot);
+                    let mut env = Threaded::real(&persisted, &slot);
                     (0..per_thread)
                         .map(|_| next_id(&state, &cfg(9, 1000), &mut env).unwrap())
                         .collect()
@@ -637,33 +660,6 @@ fn a_caller_waits_for_the_horizon_writer_through_the_environment() {
 /// only where a millisecond changes (at most one per thread there).
 #[test]
 fn contention_costs_one_rmw_per_id_and_retries_only_where_a_millisecond_changes() {
-    struct Clock<'a>(&'a AtomicU64, &'a Slot);
-    impl Env for Clock<'_> {
-        fn now_unix_ms(&mut self) -> u64 {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64
-        }
-        fn pause(&mut self, _: Pause) {
-            std::hint::spin_loop()
-        }
-        fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
-            self.0.fetch_max(unix_ms, Ordering::SeqCst);
-            Ok(())
-        }
-        fn try_begin_push(&mut self) -> bool {
-            self.1.try_take()
-        }
-        fn end_push(&mut self) {
-            self.1.release();
-        }
-        fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
-            while !moved() && self.1 .0.load(Ordering::Acquire) != 0 {
-                std::thread::yield_now();
-            }
-        }
-    }
     const THREADS: u64 = 8;
     const PER_THREAD: u64 = 50_000;
     let state = fresh();
@@ -674,7 +670,7 @@ fn contention_costs_one_rmw_per_id_and_retries_only_where_a_millisecond_changes(
         let handles: Vec<_> = (0..THREADS)
             .map(|_| {
                 s.spawn(|| {
-                    let mut env = Clock(&persisted, &slot);
+                    let mut env = Threaded::real(&persisted, &slot);
                     probe::take();
                     let (mut rmws, mut retries, mut costly) = (0, 0, 0);
                     let mut ids = Vec::with_capacity(PER_THREAD as usize);
@@ -726,34 +722,6 @@ fn contention_costs_one_rmw_per_id_and_retries_only_where_a_millisecond_changes(
 /// increasing, none beyond the persisted horizon.
 #[test]
 fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
-    struct Driven<'a> {
-        clock: &'a AtomicU64,
-        persisted: &'a AtomicU64,
-        slot: &'a Slot,
-    }
-    impl Env for Driven<'_> {
-        fn now_unix_ms(&mut self) -> u64 {
-            self.clock.load(Ordering::SeqCst)
-        }
-        fn pause(&mut self, _: Pause) {
-            std::thread::yield_now();
-        }
-        fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
-            self.persisted.fetch_max(unix_ms, Ordering::SeqCst);
-            Ok(())
-        }
-        fn try_begin_push(&mut self) -> bool {
-            self.slot.try_take()
-        }
-        fn end_push(&mut self) {
-            self.slot.release();
-        }
-        fn wait_for_push(&mut self, moved: &dyn Fn() -> bool) {
-            while !moved() && self.slot.0.load(Ordering::Acquire) != 0 {
-                std::thread::yield_now();
-            }
-        }
-    }
     let state = fresh();
     let clock = AtomicU64::new(T0);
     let persisted = AtomicU64::new(0);
@@ -776,8 +744,8 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
-                    let mut env = Driven {
-                        clock: &clock,
+                    let mut env = Threaded {
+                        driven: Some(&clock),
                         persisted: &persisted,
                         slot: &slot,
                     };
