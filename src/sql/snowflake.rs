@@ -40,7 +40,7 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
     match e {
         GenError::ClockBehind { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
             .detail(format!(
-                "No id is issued from a millisecond before the last one used, so ids never repeat or decrease. Ids resume once the clock passes {}.",
+                "No id is issued from a millisecond before the last one used, so ids never repeat or decrease. Ids resume once the clock reaches {}.",
                 timestamp_of_unix_ms(resume_unix_ms)
             ))
             .hint("Check the system clock (NTP). To wait longer instead of failing, raise idgen.max_clock_wait.")
@@ -53,7 +53,7 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
             .raise(),
         GenError::ClockBehindHorizon { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
             .detail(format!(
-                "Ids up to the horizon may have been issued before (by this server before a crash or restart, or by the primary it replayed), so no id comes from a millisecond at or before it. Ids resume once the clock passes {}.",
+                "Ids up to the horizon may have been issued before (by this server before a crash or restart, or by the primary it replayed), so no id comes from a millisecond at or before it. Ids resume once the clock reaches {}.",
                 timestamp_of_unix_ms(resume_unix_ms)
             ))
             .hint("Check the system clock (NTP) against the server that issued the ids before. To wait longer instead of failing, raise idgen.max_clock_wait.")
