@@ -7,7 +7,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo
+APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo libpq-dev pkg-config
               faketime make rsync unzip locales python3 python3-pip python3-venv python3-psycopg2
               python3-matplotlib procps patroni etcd-server python3-etcd)
 PGRX_VERSION=0.18.1

@@ -171,3 +171,19 @@ BEGIN
 END
 $convert$;
 
+
+-- Where this server's worker id came from and where its lease in the worker-id registry
+-- stands (idgen.registry); for superusers and pg_monitor members, as idgen_stats().
+CREATE FUNCTION idgen_lease_status() RETURNS TABLE (
+	worker_id INT,
+	worker_id_source TEXT,
+	registry TEXT,
+	lease_ends timestamp with time zone,
+	issues_until timestamp with time zone,
+	last_renewal timestamp with time zone,
+	registry_reachable bool,
+	last_error TEXT
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idgen_lease_status_wrapper';

@@ -9,12 +9,15 @@
 mod base62;
 mod horizon;
 mod key_file;
+mod lease;
 mod snowflake;
 mod uuid7;
 
 mod clock;
 mod errors;
 mod horizon_store;
+mod registry;
+mod registry_client;
 mod settings;
 mod shared;
 mod sql;
@@ -28,6 +31,7 @@ pub extern "C-unwind" fn _PG_init() {
     if preloading {
         shared::init();
         horizon_store::init();
+        registry::init();
     }
 }
 

@@ -2,18 +2,42 @@
 
 use crate::errors::{self, error};
 use crate::key_file;
-use crate::snowflake::{self, MAX_WORKER_ID, TWITTER_EPOCH_MS};
+use crate::lease::{self, Mode};
+use crate::registry_client;
+use crate::snowflake::{self, TWITTER_EPOCH_MS};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 
 /// -1 means unset. Postmaster context: a session can never pick its own worker id, which is how
 /// two writers end up sharing one and minting the same ids; and it cannot change under running
 /// backends, which keeps ids from one server strictly increasing.
-static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
+/// Text, since it may also read `auto` (a worker id from the registry); parsed by its check
+/// hook into `WORKER_MODE`.
+static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"-1"));
+/// `idgen.worker_id` parsed: -1 unset, -2 auto, else the fixed id. Written by the assign hook
+/// in the postmaster (and again in each backend's start-up), read everywhere.
+static WORKER_MODE: AtomicI32 = AtomicI32::new(-1);
+const MODE_AUTO: i32 = -2;
+/// The registry's libpq connection string (see `registry.rs`). Postmaster context: the lease is
+/// claimed at start-up; a password is refused by the check hook, since pg_read_all_settings
+/// (and pg_monitor) members can read any setting.
+static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static LEASE: GucSetting<i32> = GucSetting::<i32>::new(30_000);
+static MAX_CLOCK_SKEW: GucSetting<i32> = GucSetting::<i32>::new(1_000);
+static UNVERIFIED: GucSetting<Unverified> = GucSetting::<Unverified>::new(Unverified::Refuse);
+
+/// What a server with a fixed worker id does while the registry has never confirmed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, pgrx::PostgresGucEnum)]
+pub enum Unverified {
+    #[name = c"refuse"]
+    Refuse,
+    #[name = c"issue"]
+    Issue,
+}
 static EPOCH: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"1288834974657"));
 /// Long enough to ride out a small NTP step and the horizon lead after crash recovery
@@ -89,13 +113,56 @@ pub fn register(preloading: bool) {
     if !preloading {
         return;
     }
+    // SAFETY: the hooks are #[pg_guard]ed, and keep to what PostgreSQL allows a hook.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"idgen.worker_id",
+            c"This server's snowflake worker id (0-1023), unique among all servers that write ids, or auto.",
+            c"Unset (-1) by default: snowflake_next() refuses to run until it is set in postgresql.conf or with ALTER SYSTEM, followed by a restart. auto takes a free one from the registry (idgen.registry).",
+            &WORKER_ID,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_worker_id),
+            Some(assign_worker_id),
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            c"idgen.registry",
+            c"libpq connection string of the worker-id registry (sql/registry/idgen_registry.sql).",
+            c"Empty: no registry. A password is refused: pg_monitor members can read this setting; use a passfile readable only by the server's OS user.",
+            &REGISTRY,
+            GucContext::Postmaster,
+            GucFlags::SUPERUSER_ONLY,
+            Some(check_registry),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
-        c"idgen.worker_id",
-        c"This server's snowflake worker id (0-1023), unique among all servers that write ids.",
-        c"Unset (-1) by default: snowflake_next() refuses to run until it is set in postgresql.conf or with ALTER SYSTEM, followed by a restart.",
-        &WORKER_ID,
-        -1,
-        i32::from(MAX_WORKER_ID),
+        c"idgen.lease",
+        c"How long a worker id's lease in the registry lasts; it is renewed every third of it.",
+        c"With idgen.worker_id = auto, no id is issued at or after the end of a lease the registry did not renew.",
+        &LEASE,
+        1_000,
+        3_600_000,
+        GucContext::Postmaster,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"idgen.max_clock_skew",
+        c"The most this server's clock and the registry's may differ: the allowance added to an ended lease before its worker id is reused.",
+        c"An assumption, not a measurement: keep the clocks within it with NTP.",
+        &MAX_CLOCK_SKEW,
+        0,
+        600_000,
+        GucContext::Postmaster,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_enum_guc(
+        c"idgen.unverified_worker_id",
+        c"Whether a fixed worker id that the registry has not confirmed since start-up issues ids.",
+        c"refuse (the default): snowflake_next() waits for the registry to confirm the id once; issue: it issues, with a WARNING at each failed attempt.",
+        &UNVERIFIED,
         GucContext::Postmaster,
         GucFlags::default(),
     );
@@ -187,19 +254,122 @@ impl EpochCache {
     }
 }
 
-pub fn worker_id_if_set() -> Option<u16> {
-    u16::try_from(WORKER_ID.get()).ok()
+/// `idgen.worker_id` as set; None when unset.
+pub fn worker_mode() -> Option<Mode> {
+    match WORKER_MODE.load(Ordering::Relaxed) {
+        MODE_AUTO => Some(Mode::Auto),
+        id => u16::try_from(id).ok().map(Mode::Fixed),
+    }
 }
 
-/// The worker id, or an error telling how to set it.
+/// A fixed `idgen.worker_id`.
+pub fn worker_id_if_set() -> Option<u16> {
+    match worker_mode() {
+        Some(Mode::Fixed(id)) => Some(id),
+        _ => None,
+    }
+}
+
+/// How the worker id is set, or an error telling how to set it.
 #[track_caller]
-pub fn worker_id() -> u16 {
-    match worker_id_if_set() {
-        Some(id) => id,
+pub fn worker_mode_or_raise() -> Mode {
+    match worker_mode() {
+        Some(mode) => mode,
         None => error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.worker_id is not set")
             .detail("Every server that writes snowflake ids needs its own worker id (0-1023); two servers with the same one can mint the same ids.")
             .hint("Set it in postgresql.conf or with ALTER SYSTEM SET idgen.worker_id = <0-1023>, then restart the server.")
             .raise(),
+    }
+}
+
+/// Why the postmaster refused `idgen.registry` from the configuration at start-up, if it did.
+static REGISTRY_REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+pub fn registry_refused() -> Option<&'static str> {
+    REGISTRY_REFUSED.get().map(String::as_str)
+}
+
+/// The registry's connection string, when one is set.
+pub fn registry() -> Option<String> {
+    REGISTRY
+        .get()
+        .map(|s| s.to_string_lossy().trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+pub fn lease_ms() -> u64 {
+    LEASE.get().max(1_000) as u64
+}
+
+pub fn max_clock_skew_ms() -> u64 {
+    MAX_CLOCK_SKEW.get().max(0) as u64
+}
+
+pub fn issue_unverified() -> bool {
+    UNVERIFIED.get() == Unverified::Issue
+}
+
+fn text_of(p: *const c_char) -> String {
+    unsafe {
+        p.as_ref()
+            .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_worker_id(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    match lease::parse_worker_id(&text_of(unsafe { *newval })) {
+        Ok(_) => true,
+        Err(why) => unsafe {
+            refuse(
+                &format!("invalid value for parameter \"idgen.worker_id\": {why}"),
+                None,
+                "Set idgen.worker_id to this server's own worker id, 0-1023, or to auto with a registry (idgen.registry).",
+            )
+        },
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn assign_worker_id(newval: *const c_char, _extra: *mut c_void) {
+    let mode = match lease::parse_worker_id(&text_of(newval)) {
+        Ok(Some(Mode::Fixed(id))) => i32::from(id),
+        Ok(Some(Mode::Auto)) => MODE_AUTO,
+        _ => -1,
+    };
+    WORKER_MODE.store(mode, Ordering::Relaxed);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_registry(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let text = text_of(unsafe { *newval });
+    if text.trim().is_empty() {
+        return true;
+    }
+    match registry_client::check_conninfo(&text) {
+        Ok(()) => true,
+        Err(why) => unsafe {
+            if !pg_sys::IsUnderPostmaster {
+                // postgresql.conf at start-up: PostgreSQL logs this and starts with the default
+                // (no registry), which would drop the check the operator asked for. Every
+                // process inherits the refusal, and snowflake_next() reports it.
+                let _ = REGISTRY_REFUSED.set(why.clone());
+            }
+            refuse(
+                &format!("invalid value for parameter \"idgen.registry\": {why}"),
+                Some("PostgreSQL shows this setting to members of pg_read_all_settings and pg_monitor, so it must hold no secret; and it must be a libpq connection string."),
+                "Put the password in a passfile that only the server's OS user can read, and name it in the connection string (passfile=/path/to/pgpass), or in ~/.pgpass of that user.",
+            )
+        },
     }
 }
 

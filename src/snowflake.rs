@@ -173,6 +173,14 @@ fn unpack(word: u64) -> (u64, u16) {
     )
 }
 
+/// The first word of a run whose ids come from milliseconds after `unix_ms`.
+fn first_word_after(epoch_unix_ms: u64, unix_ms: u64) -> u64 {
+    match unix_ms.checked_sub(epoch_unix_ms) {
+        Some(millis) => pack(millis.min(MAX_MILLIS), MAX_SEQUENCE) + 1,
+        None => 0,
+    }
+}
+
 /// A field on a cache line of its own: 128 bytes, PostgreSQL's `PG_CACHE_LINE_SIZE`, and two
 /// 64-byte lines, which x86's adjacent-line prefetch moves as a pair.
 #[repr(align(128))]
@@ -244,10 +252,27 @@ impl SharedState {
     /// Starts a run: ids will come from milliseconds after `horizon_unix_ms` (the persisted
     /// high-water mark), which is also the horizon until it is extended.
     pub fn seed(&self, epoch_unix_ms: u64, horizon_unix_ms: u64) {
-        let next = match horizon_unix_ms.checked_sub(epoch_unix_ms) {
-            Some(millis) => pack(millis.min(MAX_MILLIS), MAX_SEQUENCE) + 1,
-            None => 0,
-        };
+        self.restart_at(first_word_after(epoch_unix_ms, horizon_unix_ms));
+        self.read_mostly
+            .0
+            .horizon_unix_ms
+            .store(horizon_unix_ms, Ordering::SeqCst);
+    }
+
+    /// Starts the run again after `floor_unix_ms` if its next id would come from a millisecond
+    /// at or before it, leaving the horizon as it is (the floor is not durable: a push still
+    /// records one before any id beyond it). For a worker id taken over from another server,
+    /// before this run has issued ids under it. Returns whether the run moved.
+    pub fn resume_after(&self, epoch_unix_ms: u64, floor_unix_ms: u64) -> bool {
+        let next = first_word_after(epoch_unix_ms, floor_unix_ms);
+        if self.word.0.load(Ordering::Acquire) >= next {
+            return false;
+        }
+        self.restart_at(next);
+        true
+    }
+
+    fn restart_at(&self, next: u64) {
         let c = &self.counters.0;
         let taken = self.word.0.load(Ordering::Acquire);
         let start = c.segment_start.swap(next, Ordering::AcqRel);
@@ -258,7 +283,6 @@ impl SharedState {
         rm.started.store(false, Ordering::SeqCst);
         rm.seed_next.store(next, Ordering::SeqCst);
         self.word.0.store(next, Ordering::SeqCst);
-        rm.horizon_unix_ms.store(horizon_unix_ms, Ordering::SeqCst);
     }
 
     pub fn stats(&self) -> Stats {

@@ -396,6 +396,37 @@ fn a_failed_persist_issues_nothing_and_frees_the_writer() {
 }
 
 #[test]
+fn a_taken_over_worker_id_resumes_after_its_floor_and_still_pushes_the_horizon() {
+    // The run starts from its own horizon; the registry says the id's last holder may have
+    // issued up to 3 s later.
+    let state = SharedState::default();
+    state.seed(EPOCH, T0);
+    let floor = T0 + 3_000;
+    assert!(state.resume_after(EPOCH, floor));
+    assert!(
+        !state.resume_after(EPOCH, floor - 10),
+        "a lower floor moves nothing"
+    );
+    assert_eq!(
+        state.stats().horizon_unix_ms,
+        T0,
+        "the floor is not a durable horizon"
+    );
+    // The clock 2 s behind the floor: a wait within the lead plus max_clock_wait, then ids
+    // from after the floor, with a horizon persisted that covers them.
+    let mut env = FakeEnv::at(floor - 2_000);
+    let id = next_id(&state, &cfg(3, 1_000), &mut env).unwrap();
+    let millis = decompose(id).unwrap().millis + EPOCH;
+    assert_eq!(millis, floor + 1);
+    assert!(
+        *env.persisted.last().unwrap() >= millis,
+        "{:?}",
+        env.persisted
+    );
+    assert_eq!(state.stats().ids_issued, 1);
+}
+
+#[test]
 fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
     let first = fresh();
     let mut env = FakeEnv::at(T0);

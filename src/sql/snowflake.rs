@@ -8,6 +8,8 @@
 
 use crate::errors::{self, error};
 use crate::horizon_store::{self, HORIZON_FILE};
+use crate::lease::{Mode, Refusal, Standing};
+use crate::registry::{self, Permit};
 use crate::snowflake::{self as sf, Config, GenError, MAX_MILLIS};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
 use crate::{settings, shared};
@@ -26,12 +28,100 @@ fn snowflake_next() -> i64 {
             .hint("Call snowflake_next() on the primary, e.g. in the DEFAULT of a column of rows inserted there. After promotion this server issues ids itself.")
             .raise();
     }
+    let mode = settings::worker_mode_or_raise();
+    if let Some(why) = settings::registry_refused() {
+        error(errors::NOT_IN_PREREQUISITE_STATE, format!("snowflake_next() refuses to run: idgen.registry was refused at start-up: {why}"))
+            .detail("A server configured with a worker-id registry issues no id without it: the registry is what keeps two servers off one worker id.")
+            .hint("Correct idgen.registry in postgresql.conf (no password: use a passfile readable only by the server's OS user) and restart the server.")
+            .raise();
+    }
+    let permit = if registry::configured() {
+        registry::permit(mode)
+    } else if mode == Mode::Auto {
+        raise_auto_without_registry()
+    } else {
+        Permit {
+            worker_id: settings::worker_id_if_set().unwrap_or_default(),
+            fence_ms: registry::NO_LIMIT,
+        }
+    };
     let config = Config {
         epoch_unix_ms: settings::epoch_ms(),
-        worker_id: settings::worker_id(),
+        worker_id: permit.worker_id,
         max_clock_wait_ms: settings::max_clock_wait_ms(),
     };
-    sf::next_id(state, &config, &mut horizon_store::Backend).unwrap_or_else(|e| raise_generator(e))
+    let id = sf::next_id(state, &config, &mut horizon_store::Backend)
+        .unwrap_or_else(|e| raise_generator(e));
+    if permit.fence_ms != registry::NO_LIMIT {
+        // The lease is the right to issue: nothing from its end on (the value is given up).
+        let millis = sf::decompose(id).expect("a generated id").millis + config.epoch_unix_ms;
+        if millis >= permit.fence_ms {
+            raise_lease_ended(&permit, &registry::view());
+        }
+    }
+    id
+}
+
+#[track_caller]
+fn raise_auto_without_registry() -> ! {
+    error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.worker_id = auto needs a registry, and idgen.registry is not set")
+        .detail("With auto, the worker id is leased from the registry, a PostgreSQL database that every server of the fleet reaches.")
+        .hint("Install sql/registry/idgen_registry.sql in the registry database, set idgen.registry to its libpq connection string (no password: use a passfile) and restart; or give this server a fixed idgen.worker_id.")
+        .raise()
+}
+
+#[track_caller]
+fn raise_lease_ended(permit: &Permit, view: &registry::View) -> ! {
+    let why = if view.failing {
+        format!("The registry could not renew it: {}", view.text)
+    } else {
+        "The registry has not renewed it.".to_string()
+    };
+    error(errors::NOT_IN_PREREQUISITE_STATE, format!(
+        "snowflake_next() refuses to run: the lease of worker id {} ended at {}",
+        permit.worker_id, timestamp_of_unix_ms(permit.fence_ms)))
+        .detail(format!("With idgen.worker_id = auto, the lease is the right to issue: once it ends, the registry may give the worker id to another server, so no id comes from a millisecond at or after its end. {why}"))
+        .hint("Ids resume as soon as the registry renews the lease. Check the registry server and idgen.registry; idgen_lease_status() shows the lease.")
+        .raise()
+}
+
+/// snowflake_next() issues nothing: the registry refused, or never answered.
+#[track_caller]
+pub(crate) fn raise_refused(mode: Mode, view: &registry::View) -> ! {
+    let Standing::Refused(refusal) = &view.standing else {
+        error(errors::NOT_IN_PREREQUISITE_STATE, "snowflake_next() refuses to run: the lease worker has not heard from the registry yet")
+            .detail(format!("The registry (idgen.registry) has not answered the first claim of this server's worker id. {}", view.text))
+            .hint("Check the registry server and the server log; idgen_lease_status() shows where the lease stands.")
+            .raise()
+    };
+    let message = format!(
+        "snowflake_next() refuses to run: {}",
+        registry::refusal_text(refusal)
+    );
+    let e = error(errors::NOT_IN_PREREQUISITE_STATE, message);
+    match refusal {
+        Refusal::Conflict { other_lease_ends_ms, .. } => e
+            .detail(format!("Its lease ends at {}. Two servers with one worker id can issue the same ids; the registry (idgen.registry) holds a live lease of it for the other server.", timestamp_of_unix_ms(*other_lease_ends_ms)))
+            .hint("Give this server a worker id of its own (or idgen.worker_id = auto) and restart it; the view idgen_registry.holders in the registry shows the ids in use.")
+            .raise(),
+        Refusal::Exhausted => e
+            .detail("With idgen.worker_id = auto, each server leases one of the 1,024 worker ids; the lease of a server that is gone ends after idgen.lease, and its id is then free.")
+            .hint("See the view idgen_registry.holders in the registry for who holds them; restart this server once an id is free.")
+            .raise(),
+        Refusal::Lost { .. } => e
+            .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
+            .hint("Restart this server: it claims a worker id again (with auto, a free one).")
+            .raise(),
+        Refusal::NeverVerified => {
+            let hint = match mode {
+                Mode::Auto => "Check idgen.registry, the registry server and the server log; ids start once the registry grants a lease.".to_string(),
+                Mode::Fixed(_) => "Check idgen.registry, the registry server and the server log. To issue ids on a fixed worker id that the registry cannot confirm, set idgen.unverified_worker_id = issue.".to_string(),
+            };
+            e.detail(format!("The registry did not answer the claim of this server's worker id: {}", view.text))
+                .hint(hint)
+                .raise()
+        }
+    }
 }
 
 #[track_caller]
@@ -196,4 +286,88 @@ fn idgen_stats() -> TableIterator<
         stats.last_millis.map(|m| timestamp_of_unix_ms(m + epoch)),
         (stats.horizon_unix_ms > 0).then(|| timestamp_of_unix_ms(stats.horizon_unix_ms)),
     ))
+}
+
+/// Where this server's worker id came from and where its lease stands, for superusers and
+/// members of pg_monitor (as idgen_stats()).
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn idgen_lease_status() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(worker_id_source, String),
+        name!(registry, String),
+        name!(lease_ends, Option<TimestampWithTimeZone>),
+        name!(issues_until, Option<TimestampWithTimeZone>),
+        name!(last_renewal, Option<TimestampWithTimeZone>),
+        name!(registry_reachable, Option<bool>),
+        name!(last_error, Option<String>),
+    ),
+> {
+    check_monitor("idgen_lease_status");
+    if !shared::preloaded() {
+        errors::not_preloaded("idgen_lease_status()");
+    }
+    let mode = settings::worker_mode();
+    if !registry::configured() {
+        let (id, source) = match mode {
+            Some(Mode::Fixed(id)) => (Some(i32::from(id)), "setting"),
+            Some(Mode::Auto) => (None, "auto, without a registry"),
+            None => (None, "unset"),
+        };
+        return TableIterator::once((
+            id,
+            source.into(),
+            "off".into(),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ));
+    }
+    let v = registry::view();
+    let (state, id) = match &v.standing {
+        Standing::Pending => ("pending", None),
+        Standing::Holding { worker_id, .. } => ("holding", Some(*worker_id)),
+        Standing::Unverified => ("unverified", None),
+        Standing::Refused(Refusal::Conflict { worker_id, .. }) => ("conflict", Some(*worker_id)),
+        Standing::Refused(Refusal::Exhausted) => ("exhausted", None),
+        Standing::Refused(Refusal::Lost { worker_id }) => ("lost", Some(*worker_id)),
+        Standing::Refused(Refusal::NeverVerified) => ("never verified", None),
+    };
+    let (id, source) = match mode {
+        Some(Mode::Fixed(fixed)) => (Some(fixed), "setting"),
+        Some(Mode::Auto) => (id, "registry"),
+        None => (None, "unset"),
+    };
+    let ts = |ms: u64| (ms > 0 && ms != registry::NO_LIMIT).then(|| timestamp_of_unix_ms(ms));
+    let reachable = !matches!(v.standing, Standing::Pending) || v.failing;
+    TableIterator::once((
+        id.map(i32::from),
+        source.into(),
+        state.into(),
+        ts(v.lease_ends_ms),
+        ts(v.fence_ms),
+        ts(v.last_renewal_ms),
+        reachable.then_some(!v.failing),
+        (!v.text.is_empty() && v.failing).then(|| v.text.clone()),
+    ))
+}
+
+#[track_caller]
+fn check_monitor(function: &str) {
+    let may_read = unsafe {
+        pg_sys::has_privs_of_role(
+            pg_sys::GetUserId(),
+            pg_sys::Oid::from(pg_sys::ROLE_PG_MONITOR),
+        )
+    };
+    if !may_read {
+        error(errors::INSUFFICIENT_PRIVILEGE, format!("permission denied for function {function}"))
+            .detail(format!("{function}() shows this server's activity: for superusers and members of pg_monitor only."))
+            .hint("A superuser can GRANT pg_monitor TO the role that needs it.")
+            .raise();
+    }
 }

@@ -1,0 +1,409 @@
+"""The worker-id registry (issue 23): servers lease their worker ids from a PostgreSQL database
+(sql/registry/idgen_registry.sql), fail fast on a clash, take free ids with
+idgen.worker_id = auto, and resume a reused id after everything its last holder issued.
+
+Every server runs on loopback; leases are short (idgen.lease = 3s) so that ends come quickly;
+every wait has a deadline, and every load stops by itself.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import cluster
+import psycopg2
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCHEMA = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
+LEASE = "3s"
+SKEW = "500ms"
+NOT_IN_PREREQUISITE_STATE = "55000"
+
+
+def install_registry(reg, db="registry"):
+    """The registry's schema in database db of cluster reg, as its owner (postgres)."""
+    reg.q(f"CREATE DATABASE {db}")
+    done = subprocess.run([os.path.join(cluster.pg_bin(), "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", reg.socket_dir, "-p",
+                           str(reg.port), "-U", "postgres", "-d", db, "-f", SCHEMA],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def fleet_role(reg, name, db="registry"):
+    reg.q(f"CREATE ROLE {name} LOGIN IN ROLE idgen_fleet", db=db)
+
+
+@pytest.fixture
+def registry(cluster_factory):
+    reg = cluster_factory("registry", preload=False)
+    install_registry(reg)
+    return reg
+
+
+def conninfo(reg, user, db="registry", extra=""):
+    return f"host=127.0.0.1 port={reg.port} dbname={db} user={user} {extra}".strip()
+
+
+def member(cluster_factory, name, reg, worker_id="auto", user=None, conf=(), start=True, **kwargs):
+    """An idgen server leasing its worker id from reg, as registry role user (made here)."""
+    user = user or f"srv_{name}"
+    if not reg.q(f"SELECT 1 FROM pg_roles WHERE rolname = '{user}'"):
+        fleet_role(reg, user)
+    c = cluster_factory(name, worker_id=worker_id, start=False, conf=[
+        f"idgen.registry = '{conninfo(reg, user)}'", f"idgen.lease = '{LEASE}'",
+        f"idgen.max_clock_skew = '{SKEW}'", f"cluster_name = '{name}'", *conf], **kwargs)
+    if start:
+        c.start()
+        c.q("CREATE EXTENSION idgen")
+    return c
+
+
+def status(c):
+    conn = c.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT * FROM idgen_lease_status()")
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchone()))
+    finally:
+        conn.close()
+
+
+def wait_until(what, predicate, timeout=30, step=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(step)
+
+
+def ids(c, n=1000):
+    return [r[0] for r in c.q(f"SELECT snowflake_next() FROM generate_series(1, {n})")]
+
+
+def first_ids(c, n=1000, timeout=30):
+    """Ids as soon as the server issues them (it may be waiting for its lease)."""
+    got = []
+
+    def attempt():
+        try:
+            got.extend(ids(c, n))
+            return True
+        except psycopg2.Error as e:
+            if e.pgcode != NOT_IN_PREREQUISITE_STATE and "behind" not in str(e):
+                raise
+            return False
+
+    wait_until("ids", attempt, timeout=timeout, step=0.2)
+    return got
+
+
+def worker_of(i):
+    return (i >> 12) & 1023
+
+
+# ---- automatic ids ----------------------------------------------------------------------------
+
+def test_five_auto_servers_get_distinct_worker_ids_and_their_ids_never_clash(cluster_factory, registry):
+    servers = [member(cluster_factory, f"auto{i}", registry) for i in range(5)]
+    workers = [status(s)["worker_id"] for s in servers]
+    assert all(w is not None for w in workers), [status(s) for s in servers]
+    assert len(set(workers)) == 5, workers
+    assert [status(s)["worker_id_source"] for s in servers] == ["registry"] * 5
+    # Load all five at once, then merge everything they issued.
+    out = [[] for _ in servers]
+    errors = []
+
+    def load(k):
+        try:
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                out[k].extend(ids(servers[k], 5000))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=load, args=(k,)) for k in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    merged = [i for part in out for i in part]
+    assert len(merged) > 5 * 5000
+    assert len(set(merged)) == len(merged), "two servers issued the same id"
+    for k, part in enumerate(out):
+        assert {worker_of(i) for i in part} == {workers[k]}
+    holders = registry.q("SELECT worker_id, holder_name, live FROM idgen_registry.holders ORDER BY worker_id",
+                         db="registry")
+    assert sorted(h[0] for h in holders) == sorted(workers)
+    assert all(h[2] for h in holders)
+    assert sorted(h[1].split("@")[0] for h in holders) == [f"auto{i}" for i in range(5)]
+
+
+def test_an_auto_server_without_a_registry_refuses_with_the_way_out(cluster_factory):
+    c = cluster_factory("alone", worker_id="auto")
+    c.q("CREATE EXTENSION idgen")
+    e = c.error("SELECT snowflake_next()")
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE
+    assert "needs a registry" in e.diag.message_primary
+    assert "idgen_registry.sql" in e.diag.message_hint
+
+
+# ---- fixed ids, checked -----------------------------------------------------------------------
+
+def test_a_second_server_with_a_taken_fixed_id_refuses_and_names_the_first(cluster_factory, registry):
+    first = member(cluster_factory, "first", registry, worker_id=7)
+    before = ids(first, 100)
+    assert {worker_of(i) for i in before} == {7}
+    second = member(cluster_factory, "second", registry, worker_id=7)
+    e = second.error("SELECT snowflake_next()")
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE, e
+    assert "worker id 7 is leased to another server, first@" in e.diag.message_primary
+    assert "lease ends at" in e.diag.message_detail
+    assert "idgen_registry.holders" in e.diag.message_hint
+    assert "worker id 7 is leased to another server, first@" in second.log()
+    assert status(second)["registry"] == "conflict"
+    # The first keeps working, and keeps its lease.
+    after = ids(first, 100)
+    assert min(after) > max(before)
+    assert status(first)["registry"] == "holding"
+
+
+def test_every_id_is_taken_then_the_freed_one_is_reused(cluster_factory, registry):
+    """Exhaustion names the registry view; an id freed by a holder's end is taken over."""
+    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
+               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
+               " FROM generate_series(0, 1022) g", db="registry")
+    a = member(cluster_factory, "a", registry)
+    assert first_ids(a, 10)
+    assert status(a)["worker_id"] == 1023
+    b = member(cluster_factory, "b", registry)
+    e = b.error("SELECT snowflake_next()")
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE
+    assert "all 1,024 are leased" in e.diag.message_primary
+    assert "idgen_registry.holders" in e.diag.message_hint
+
+
+# ---- a holder dies; its id is reused ----------------------------------------------------------
+
+def kill_server(c):
+    """kill -9 the postmaster and every process of the server."""
+    pid = int(open(os.path.join(c.data_dir, "postmaster.pid")).readline())
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    os.kill(pid, signal.SIGKILL)
+    for child in children:
+        try:
+            os.kill(int(child), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_until("the server's processes to go", lambda: not subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True).stdout, timeout=10)
+
+
+@pytest.mark.parametrize("clock", ["same", "2s-behind"])
+def test_a_killed_holders_id_is_reused_only_above_everything_it_stored(cluster_factory, registry, clock):
+    # Only one id is free, so the new server must take over the dead one's.
+    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
+               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
+               " FROM generate_series(0, 1022) g", db="registry")
+    dead = member(cluster_factory, "dead", registry)
+    dead.q("CREATE TABLE t (id bigint PRIMARY KEY)")
+    assert first_ids(dead, 10)
+    stop = time.monotonic() + 3
+    while time.monotonic() < stop:
+        dead.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 2000)")
+    loader = threading.Thread(target=lambda: _insert_until_killed(dead))
+    loader.start()
+    time.sleep(0.5)
+    kill_server(dead)
+    loader.join(timeout=30)
+    killed_at = time.monotonic()
+
+    new = member(cluster_factory, "new", registry, start=False, fake_clock=(clock != "same"))
+    if clock != "same":
+        new.clock.set("-2s", settle=False)
+    new.start()
+    new.q("CREATE EXTENSION idgen")
+    got = first_ids(new, 2000, timeout=60)
+    took = time.monotonic() - killed_at
+    assert status(new)["worker_id"] == 1023
+    dead.start()  # to read what it stored: it issues nothing (its id is gone)
+    stored_max = dead.one("SELECT max(id) FROM t")
+    stored = dead.one("SELECT count(*) FROM t")
+    assert min(got) > stored_max, (min(got), stored_max)
+    print(f"\n{clock}: dead server stored {stored} ids; the new one issued after {took:.1f} s, "
+          f"every id above the dead one's")
+    e = dead.error("SELECT snowflake_next()")
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE
+
+
+def _insert_until_killed(c):
+    try:
+        while True:
+            c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 2000)")
+    except psycopg2.Error:
+        return
+
+
+# ---- the registry stops -----------------------------------------------------------------------
+
+def test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones_carry_on(cluster_factory, registry):
+    auto = member(cluster_factory, "auto", registry)
+    fixed = member(cluster_factory, "fixed", registry, worker_id=900)
+    before = first_ids(auto, 100)
+    assert ids(fixed, 10)
+    registry.stop()
+    stopped = time.monotonic()
+
+    def auto_refused():
+        try:
+            ids(auto, 100)
+            return None
+        except psycopg2.Error as e:
+            return e
+
+    e = wait_until("the auto server to stop", auto_refused, timeout=15)
+    waited = time.monotonic() - stopped
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE, e
+    assert "the lease of worker id" in e.diag.message_primary and "ended at" in e.diag.message_primary
+    assert "could not renew it" in e.diag.message_detail
+    assert waited <= 3.5, waited  # the lease is 3 s, renewed every second
+    assert ids(fixed, 100), "the fixed-id server carries on"
+    wait_until("a WARNING per failed renewal", lambda: "could not renew the lease of worker id 900" in fixed.log())
+    st = status(auto)
+    assert st["registry_reachable"] is False and st["last_error"]
+    registry.start()
+    after = first_ids(auto, 100, timeout=20)
+    assert min(after) > max(before)
+    assert status(auto)["registry_reachable"] is True
+
+
+# ---- promotion --------------------------------------------------------------------------------
+
+def test_a_promoted_standby_continues_its_primarys_lease_at_once(cluster_factory, registry, tmp_path):
+    primary = member(cluster_factory, "primary", registry, conf=["idgen.lease = '30s'"])
+    primary.q("CREATE TABLE t (id bigint PRIMARY KEY)")
+    assert first_ids(primary, 10)
+    leased = status(primary)["worker_id"]
+    standby = primary.base_backup(str(tmp_path / "standby"))
+    standby.start()
+    for _ in range(20):
+        primary.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 1000)")
+    cluster.wait_for_replay(primary, standby)
+    primary.stop("immediate")
+    t0 = time.monotonic()
+    standby.promote()
+    got = first_ids(standby, 1000, timeout=25)
+    took = time.monotonic() - t0
+    assert took < 25, took  # well before the 30 s lease could have ended
+    assert status(standby)["worker_id"] == leased
+    assert {worker_of(i) for i in got} == {leased}
+    assert min(got) > standby.one("SELECT max(id) FROM t")
+    holders = registry.q("SELECT count(*) FROM idgen_registry.holders", db="registry")
+    assert holders == [(1,)], "the pair is one holder"
+    print(f"\npromoted standby issued its first id {took:.2f} s after promotion began")
+
+
+# ---- bad settings, a broken registry ----------------------------------------------------------
+
+def test_a_password_in_the_registry_setting_is_refused(cluster_factory, registry):
+    c = cluster_factory("pw", worker_id="auto", start=False,
+                        conf=[f"idgen.registry = '{conninfo(registry, 'x', extra='password=s3cret')}'"])
+    c.start()  # PostgreSQL logs the refused value and starts without it ...
+    c.q("CREATE EXTENSION idgen")
+    assert "idgen.registry must not carry a password" in c.log()
+    assert "s3cret" not in c.one("SHOW idgen.registry")
+    e = c.error("SELECT snowflake_next()")  # ... and idgen issues nothing without its registry
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE
+    assert "idgen.registry was refused at start-up: idgen.registry must not carry a password" in e.diag.message_primary
+    assert "passfile" in e.diag.message_hint
+    ok = cluster_factory("ok", worker_id=3)
+    e = ok.error(f"ALTER SYSTEM SET idgen.registry = '{conninfo(registry, 'x', extra='password=s3cret')}'")
+    assert e.pgcode == "22023" and "must not carry a password" in e.diag.message_primary
+    assert "passfile" in e.diag.message_hint
+    with open(os.path.join(ok.data_dir, "postgresql.auto.conf")) as f:
+        assert "s3cret" not in f.read()
+    bad = cluster_factory("unparsable", worker_id=4, conf=["idgen.registry = 'host'"])
+    bad.q("CREATE EXTENSION idgen")
+    assert 'invalid value for parameter "idgen.registry"' in bad.log()
+    e = bad.error("SELECT snowflake_next()")
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE and "was refused at start-up" in e.diag.message_primary
+
+
+def test_a_passfile_keeps_the_password_from_pg_monitor(cluster_factory, registry, tmp_path):
+    hba = os.path.join(registry.data_dir, "pg_hba.conf")
+    with open(hba) as f:
+        lines = f.read()
+    with open(hba, "w") as f:
+        f.write("local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n" + lines)
+    registry.reload()
+    registry.q("CREATE ROLE srv_secret LOGIN PASSWORD 'pw-Zq81x' IN ROLE idgen_fleet")
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"127.0.0.1:{registry.port}:registry:srv_secret:pw-Zq81x\n")
+    os.chmod(passfile, 0o600)
+    c = cluster_factory("secret", worker_id="auto", start=False, conf=[
+        f"idgen.registry = '{conninfo(registry, 'srv_secret', extra=f'passfile={passfile}')}'",
+        f"idgen.lease = '{LEASE}'"])
+    c.start()
+    c.q("CREATE EXTENSION idgen", "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
+    assert first_ids(c, 10), "the passfile let the server claim a lease"
+    shown = c.one("SHOW idgen.registry", user="watcher")
+    assert "srv_secret" in shown and "pw-Zq81x" not in shown
+    every = c.q("SELECT name, setting FROM pg_settings", user="watcher")
+    assert not [n for n, v in every if v and "pw-Zq81x" in v]
+    assert status(c)["registry"] == "holding"
+
+
+def test_a_registry_without_the_schema_or_without_rights_is_named(cluster_factory, registry):
+    registry.q("CREATE DATABASE empty")
+    registry.q("CREATE ROLE outsider LOGIN")
+    no_schema = cluster_factory("noschema", worker_id="auto", conf=[
+        f"idgen.registry = '{conninfo(registry, 'outsider', db='empty')}'", f"idgen.lease = '{LEASE}'"])
+    no_rights = cluster_factory("norights", worker_id=5, conf=[
+        f"idgen.registry = '{conninfo(registry, 'outsider')}'", f"idgen.lease = '{LEASE}'"])
+    for c, says in ((no_schema, "no idgen_registry schema"), (no_rights, "must be a member of idgen_fleet")):
+        c.q("CREATE EXTENSION idgen")
+        e = wait_until("the refusal", lambda c=c: _refusal(c), timeout=20)
+        assert e.pgcode == NOT_IN_PREREQUISITE_STATE, e
+        assert says in e.diag.message_detail, e.diag.message_detail
+        assert says in c.log()
+        assert status(c)["registry"] == "never verified"
+    # Nothing was leased, and an outsider can neither claim, read nor lock the registry.
+    assert registry.one("SELECT count(*) FROM idgen_registry.lease", db="registry") == 0
+    for sql in ("SELECT * FROM idgen_registry.claim('1', 'x', NULL, 3000, 0)",
+                "SELECT * FROM idgen_registry.holders", "SELECT * FROM idgen_registry.lease",
+                "BEGIN; LOCK TABLE idgen_registry.lease"):
+        e = registry.error(sql, db="registry", user="outsider")
+        assert e.pgcode == "42501", (sql, e)
+
+
+def _refusal(c):
+    try:
+        c.q("SELECT snowflake_next()")
+        raise AssertionError("snowflake_next() issued an id")
+    except psycopg2.Error as e:
+        if e.pgcode == NOT_IN_PREREQUISITE_STATE and "has not heard" not in e.diag.message_primary:
+            return e
+        return None
+
+
+def test_an_unreachable_registry_refuses_a_new_fixed_id_unless_told_to_issue(cluster_factory):
+    nowhere = "host=127.0.0.1 port=1 dbname=registry user=nobody connect_timeout=1"
+    strict = cluster_factory("strict", worker_id=11, conf=[f"idgen.registry = '{nowhere}'"])
+    strict.q("CREATE EXTENSION idgen")
+    e = wait_until("the refusal", lambda: _refusal(strict), timeout=20)
+    assert "registry did not answer the claim" in e.diag.message_detail
+    assert "idgen.unverified_worker_id = issue" in e.diag.message_hint
+    lenient = cluster_factory("lenient", worker_id=12, conf=[f"idgen.registry = '{nowhere}'",
+                                                             "idgen.unverified_worker_id = issue"])
+    lenient.q("CREATE EXTENSION idgen")
+    got = first_ids(lenient, 10)
+    assert {worker_of(i) for i in got} == {12}
+    assert "could not verify worker id 12 in the registry; issuing ids on it anyway" in lenient.log()
+    assert status(lenient)["registry"] == "unverified"

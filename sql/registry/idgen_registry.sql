@@ -1,0 +1,174 @@
+-- idgen's worker-id registry: one lease per snowflake worker id, in any PostgreSQL database.
+--
+-- Plain SQL; idgen need not be installed here. Install once, as the role that is to own the
+-- registry, in the database the idgen servers' idgen.registry names:
+--
+--     psql -X -v ON_ERROR_STOP=1 -d registry -f sql/registry/idgen_registry.sql
+--
+-- then give each idgen server a login role in the group idgen_fleet:
+--
+--     CREATE ROLE idgen_a LOGIN PASSWORD '...' IN ROLE idgen_fleet;
+--
+-- Who may do what: only members of idgen_fleet may call claim() or read the holders view;
+-- nobody but the owner reads or writes the table itself. claim() runs with the owner's rights
+-- (SECURITY DEFINER) with a pinned search_path that ends in pg_temp and schema-qualified names;
+-- it takes the table's lock only for the length of one claim, so an ordinary role can neither
+-- take a lease nor block one (it cannot call claim(), lock the table or read it).
+--
+-- Times are the registry's clock, in Unix milliseconds: a lease ends lease_ends_ms after the
+-- claim that granted it; an idgen server stops issuing at its own clock's claim time plus the
+-- lease, and one that takes an id over resumes after the old lease's end plus its
+-- idgen.max_clock_skew (see README, "Many servers").
+
+\set ON_ERROR_STOP on
+BEGIN;
+
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_fleet') THEN
+        CREATE ROLE idgen_fleet NOLOGIN;
+    END IF;
+END
+$roles$;
+
+CREATE SCHEMA idgen_registry;
+REVOKE ALL ON SCHEMA idgen_registry FROM PUBLIC;
+GRANT USAGE ON SCHEMA idgen_registry TO idgen_fleet;
+
+CREATE TABLE idgen_registry.lease (
+    worker_id           integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 1023),
+    -- The holder's PostgreSQL system identifier, which a primary and its physical standbys
+    -- share: an HA pair is one holder, and a promoted standby continues its primary's lease.
+    holder              text NOT NULL CHECK (holder ~ '^[0-9]{1,20}$'),
+    -- cluster_name@host, for people.
+    holder_name         text NOT NULL,
+    -- The registry role that claimed it: another role cannot renew it by naming the holder.
+    holder_role         name NOT NULL,
+    lease_ends_ms       bigint NOT NULL,
+    -- The highest durable horizon any holder of this id recorded (Unix ms): ids of this worker
+    -- id were issued only at or below it, or before predecessor_ends_ms.
+    last_horizon_ms     bigint NOT NULL DEFAULT 0,
+    -- When the lease of the holder before this one ended (0: none). A new holder resumes after
+    -- it plus the clock-skew allowance, and after last_horizon_ms.
+    predecessor_ends_ms bigint NOT NULL DEFAULT 0,
+    claimed_at          timestamptz NOT NULL,
+    renewed_at          timestamptz NOT NULL
+);
+REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
+
+-- Claims or renews a lease for holder p_holder: the fixed id p_worker_id, or (NULL) any id:
+-- one this holder holds already, else one never leased, else the one whose lease ended longest
+-- ago. Returns one row:
+--   outcome 'held'        the holder had it (a renewal, a restart, a promoted standby)
+--           'claimed'     a never-leased id
+--           'taken_over'  an id whose last lease (another holder's) has ended
+--           'conflict'    p_worker_id is held by another holder (other_*), or by this holder
+--                         through another registry role
+--           'exhausted'   no id is free (auto only)
+--   lease_ends_ms, last_horizon_ms, predecessor_ends_ms: the lease as it now stands.
+CREATE FUNCTION idgen_registry.claim(
+    p_holder text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
+    p_horizon_ms bigint)
+RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
+               predecessor_ends_ms bigint, other_holder_name text, other_lease_ends_ms bigint,
+               registry_now_ms bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $claim$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    who name := pg_catalog.session_user();
+    row_ idgen_registry.lease%ROWTYPE;
+    id integer;
+BEGIN
+    IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
+        RAISE EXCEPTION 'invalid holder %: a PostgreSQL system identifier is expected', p_holder
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
+        RAISE EXCEPTION 'invalid lease length % ms', p_lease_ms
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Leases last 1 s to 1 h.';
+    END IF;
+    IF p_worker_id IS NOT NULL AND p_worker_id NOT BETWEEN 0 AND 1023 THEN
+        RAISE EXCEPTION 'worker id % is out of range 0..1023', p_worker_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One claim at a time: picking a free id must not race another claim. Readers of the
+    -- holders view are not blocked (EXCLUSIVE allows ACCESS SHARE).
+    LOCK TABLE idgen_registry.lease IN EXCLUSIVE MODE;
+
+    IF p_worker_id IS NULL THEN
+        SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
+         WHERE l.holder = p_holder AND l.holder_role = who
+         ORDER BY l.worker_id LIMIT 1;
+        IF NOT FOUND THEN
+            SELECT g.i INTO id FROM pg_catalog.generate_series(0, 1023) AS g(i)
+             WHERE NOT EXISTS (SELECT FROM idgen_registry.lease AS l WHERE l.worker_id = g.i)
+             ORDER BY g.i LIMIT 1;
+        END IF;
+        IF NOT FOUND THEN
+            SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
+             WHERE l.lease_ends_ms < now_ms
+             ORDER BY l.lease_ends_ms, l.worker_id LIMIT 1;
+        END IF;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'exhausted'::text, NULL::integer, NULL::bigint, NULL::bigint,
+                NULL::bigint, NULL::text, NULL::bigint, now_ms;
+            RETURN;
+        END IF;
+    ELSE
+        id := p_worker_id;
+    END IF;
+
+    SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id;
+    IF NOT FOUND THEN
+        INSERT INTO idgen_registry.lease AS l (worker_id, holder, holder_name, holder_role,
+                lease_ends_ms, last_horizon_ms, predecessor_ends_ms, claimed_at, renewed_at)
+        VALUES (id, p_holder, p_holder_name, who, now_ms + p_lease_ms,
+                GREATEST(coalesce(p_horizon_ms, 0), 0), 0, pg_catalog.now(), pg_catalog.now())
+        RETURNING * INTO row_;
+        outcome := 'claimed';
+    ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
+        UPDATE idgen_registry.lease AS l
+           SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + p_lease_ms),
+               last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
+               holder_name = p_holder_name, renewed_at = pg_catalog.now()
+         WHERE l.worker_id = id
+        RETURNING * INTO row_;
+        outcome := 'held';
+    ELSIF row_.lease_ends_ms >= now_ms OR row_.holder = p_holder THEN
+        -- A live lease of another holder; or this holder's through another role, which only
+        -- that role may renew.
+        RETURN QUERY SELECT 'conflict'::text, id, NULL::bigint, NULL::bigint, NULL::bigint,
+            row_.holder_name || ' (system identifier ' || row_.holder || ', registry role '
+                || row_.holder_role || ')', row_.lease_ends_ms, now_ms;
+        RETURN;
+    ELSE
+        UPDATE idgen_registry.lease AS l
+           SET holder = p_holder, holder_name = p_holder_name, holder_role = who,
+               predecessor_ends_ms = l.lease_ends_ms, lease_ends_ms = now_ms + p_lease_ms,
+               last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
+               claimed_at = pg_catalog.now(), renewed_at = pg_catalog.now()
+         WHERE l.worker_id = id
+        RETURNING * INTO row_;
+        outcome := 'taken_over';
+    END IF;
+    RETURN QUERY SELECT outcome, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
+        row_.predecessor_ends_ms, NULL::text, NULL::bigint, now_ms;
+END
+$claim$;
+REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint) TO idgen_fleet;
+
+-- Who holds which id, until when, and how far each id's holders have issued.
+CREATE VIEW idgen_registry.holders AS
+SELECT l.worker_id, l.holder, l.holder_name, l.holder_role,
+       pg_catalog.to_timestamp(l.lease_ends_ms / 1000.0) AS lease_ends,
+       l.lease_ends_ms >= pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000) AS live,
+       CASE WHEN l.last_horizon_ms > 0 THEN pg_catalog.to_timestamp(l.last_horizon_ms / 1000.0) END AS last_horizon,
+       l.claimed_at, l.renewed_at
+  FROM idgen_registry.lease AS l;
+REVOKE ALL ON TABLE idgen_registry.holders FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry.holders TO idgen_fleet;
+
+COMMIT;

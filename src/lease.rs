@@ -1,0 +1,458 @@
+//! A worker id's lease from the registry (`sql/registry/idgen_registry.sql`): what a claim's answer
+//! means for a server, pure, over plain numbers. The Postgres side (`registry.rs`) asks the
+//! registry and publishes what this module decides.
+//!
+//! The rules, for a holder whose clock is at most `skew` ms off the registry's:
+//! - **Fencing** (automatic ids): a server issues no id from a millisecond at or after the time it
+//!   *sent* its last successful claim plus the lease length, by its own clock. The registry ends
+//!   the lease `lease` ms after it *received* that claim, by its clock; so the fence is at most
+//!   `skew` past the registry's end.
+//! - **Reuse**: a server that takes an id over resumes strictly after the later of the highest
+//!   horizon any holder of the id recorded and the old lease's end plus `skew`; every id the old
+//!   holder issued is below both, or below its fence.
+
+use crate::snowflake::MAX_WORKER_ID;
+
+/// How `idgen.worker_id` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `idgen.worker_id = N`: the id is configuration; the registry checks that no other server
+    /// holds it.
+    Fixed(u16),
+    /// `idgen.worker_id = auto`: the registry hands one out, and the lease is the right to issue.
+    Auto,
+}
+
+/// Parses `idgen.worker_id`: `auto`, or a whole number 0-1023; empty or -1 means unset.
+pub fn parse_worker_id(text: &str) -> Result<Option<Mode>, String> {
+    let text = text.trim();
+    if text.is_empty() || text == "-1" {
+        return Ok(None);
+    }
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(Some(Mode::Auto));
+    }
+    match text.parse::<u16>() {
+        Ok(id) if id <= MAX_WORKER_ID => Ok(Some(Mode::Fixed(id))),
+        _ => Err(format!(
+            "{text:?} is neither a worker id (0-{MAX_WORKER_ID}) nor \"auto\""
+        )),
+    }
+}
+
+/// Refuses a registry connection string that carries a password: PostgreSQL shows the setting
+/// to members of pg_read_all_settings (and so of pg_monitor). `options` are the connection
+/// string's keywords and values as libpq parsed them.
+pub fn check_conninfo<'a>(
+    options: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), String> {
+    for (key, value) in options {
+        if key == "password" && !value.is_empty() {
+            return Err("idgen.registry must not carry a password".into());
+        }
+    }
+    Ok(())
+}
+
+/// What the registry answered to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The lease is this holder's: `how` it came to be, and the lease as it now stands.
+    Granted { how: How, grant: Grant },
+    /// Another holder has a live lease on the id asked for.
+    Conflict {
+        worker_id: u16,
+        other: String,
+        other_lease_ends_ms: u64,
+    },
+    /// Every one of the 1,024 ids is leased (automatic ids only).
+    Exhausted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// This holder had it already: a renewal, a restart, or a promoted standby of the holder.
+    Held,
+    /// Never leased before.
+    Claimed,
+    /// Another holder's lease on it has ended.
+    TakenOver,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub worker_id: u16,
+    /// When the registry ends the lease (its clock, Unix ms).
+    pub lease_ends_ms: u64,
+    /// The highest horizon any holder of this id recorded (Unix ms, 0: none).
+    pub last_horizon_ms: u64,
+    /// When the previous holder's lease ended (Unix ms, 0: there was none).
+    pub predecessor_ends_ms: u64,
+}
+
+impl Grant {
+    /// The millisecond after which this holder may resume (Unix ms): no earlier holder of the
+    /// id issued an id after it. 0 when the id has no history.
+    pub fn resume_after_ms(&self, skew_ms: u64) -> u64 {
+        let predecessor = if self.predecessor_ends_ms == 0 {
+            0
+        } else {
+            self.predecessor_ends_ms.saturating_add(skew_ms)
+        };
+        self.last_horizon_ms.max(predecessor)
+    }
+}
+
+/// Where a run stands with the registry, as the lease worker keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// No claim has been answered yet.
+    Pending,
+    /// The registry granted the lease: ids may be issued (up to the fence, for automatic ids).
+    Holding { worker_id: u16, fence_ms: u64 },
+    /// A fixed id that the registry could never confirm, issued anyway (`idgen.unverified_worker_id = issue`).
+    Unverified,
+    /// No id may be issued, for the reason given.
+    Refused(Refusal),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another holder's live lease has the id.
+    Conflict {
+        worker_id: u16,
+        other: String,
+        other_lease_ends_ms: u64,
+    },
+    /// No id is free.
+    Exhausted,
+    /// The lease of this run went to another holder (after it had ended): issuing on would
+    /// repeat that holder's ids. Only a restart, which claims again, resumes.
+    Lost { worker_id: u16 },
+    /// No claim of this run has succeeded, and policy is to wait for one (the message is the
+    /// registry's or libpq's).
+    NeverVerified,
+}
+
+/// What the worker does with an answer to the claim it sent at `sent_ms` (its clock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub standing: Standing,
+    /// Before ids open for the first time: resume strictly after this (Unix ms), 0: no floor.
+    pub resume_after_ms: u64,
+}
+
+/// The lease protocol's state machine: `before` is the run's standing, `answer` the registry's
+/// reply to a claim sent at `sent_ms` (by this server's clock) for `lease_ms`.
+pub fn decide(
+    mode: Mode,
+    before: &Standing,
+    answer: Answer,
+    sent_ms: u64,
+    lease_ms: u64,
+    skew_ms: u64,
+) -> Decision {
+    let refuse = |r| Decision {
+        standing: Standing::Refused(r),
+        resume_after_ms: 0,
+    };
+    // The id this run has issued under, if any: a later answer must be a renewal of it.
+    let issued_under = match before {
+        Standing::Holding { worker_id, .. } => Some(*worker_id),
+        Standing::Unverified => match mode {
+            Mode::Fixed(id) => Some(id),
+            Mode::Auto => None,
+        },
+        Standing::Refused(Refusal::Lost { worker_id }) => {
+            return refuse(Refusal::Lost {
+                worker_id: *worker_id,
+            })
+        }
+        _ => None,
+    };
+    match answer {
+        Answer::Granted { how, grant } => {
+            if let Some(id) = issued_under {
+                if how != How::Held || grant.worker_id != id {
+                    // Someone else held it in between: whatever they issued may overlap
+                    // with what this run issues next, and the floor cannot be raised under
+                    // running backends.
+                    return refuse(Refusal::Lost { worker_id: id });
+                }
+            }
+            let fence_ms = match mode {
+                Mode::Fixed(_) => u64::MAX,
+                Mode::Auto => sent_ms.saturating_add(lease_ms),
+            };
+            Decision {
+                standing: Standing::Holding {
+                    worker_id: grant.worker_id,
+                    fence_ms,
+                },
+                resume_after_ms: if issued_under.is_some() {
+                    0
+                } else {
+                    grant.resume_after_ms(skew_ms)
+                },
+            }
+        }
+        Answer::Conflict {
+            worker_id,
+            other,
+            other_lease_ends_ms,
+        } => match issued_under {
+            Some(id) => refuse(Refusal::Lost { worker_id: id }),
+            None => refuse(Refusal::Conflict {
+                worker_id,
+                other,
+                other_lease_ends_ms,
+            }),
+        },
+        Answer::Exhausted => refuse(Refusal::Exhausted),
+    }
+}
+
+/// The registry could not be asked (unreachable, misconfigured): what the run does meanwhile.
+/// Automatic ids keep their fence (they stop at the lease's end); a verified fixed id carries
+/// on; a fixed id never verified issues only if `issue_unverified`.
+pub fn decide_unanswered(mode: Mode, before: &Standing, issue_unverified: bool) -> Standing {
+    match before {
+        Standing::Holding { .. } | Standing::Refused(_) | Standing::Unverified => before.clone(),
+        Standing::Pending => match mode {
+            Mode::Fixed(_) if issue_unverified => Standing::Unverified,
+            _ => Standing::Refused(Refusal::NeverVerified),
+        },
+    }
+}
+
+/// How long after a successful claim the next renewal is due: a third of the lease, so two
+/// renewals can fail before an automatic id stops.
+pub fn renewal_interval_ms(lease_ms: u64) -> u64 {
+    (lease_ms / 3).max(1)
+}
+
+/// How soon a failed claim is tried again.
+pub fn retry_interval_ms(lease_ms: u64) -> u64 {
+    (lease_ms / 10).clamp(100, 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn grant(worker_id: u16, how: How, horizon: u64, predecessor: u64) -> Answer {
+        Answer::Granted {
+            how,
+            grant: Grant {
+                worker_id,
+                lease_ends_ms: 0,
+                last_horizon_ms: horizon,
+                predecessor_ends_ms: predecessor,
+            },
+        }
+    }
+
+    #[test]
+    fn worker_id_settings_parse() {
+        assert_eq!(parse_worker_id(""), Ok(None));
+        assert_eq!(parse_worker_id("-1"), Ok(None));
+        assert_eq!(parse_worker_id("auto"), Ok(Some(Mode::Auto)));
+        assert_eq!(parse_worker_id(" AUTO "), Ok(Some(Mode::Auto)));
+        assert_eq!(parse_worker_id("0"), Ok(Some(Mode::Fixed(0))));
+        assert_eq!(parse_worker_id("1023"), Ok(Some(Mode::Fixed(1023))));
+        for bad in ["1024", "-2", "4.5", "automatic", "0x10"] {
+            assert!(parse_worker_id(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn a_password_in_the_connection_string_is_refused() {
+        assert!(check_conninfo([("host", "h"), ("password", "s3cret")]).is_err());
+        assert!(check_conninfo([("host", "h"), ("password", "")]).is_ok());
+        assert!(check_conninfo([("host", "h"), ("passfile", "/x/pgpass")]).is_ok());
+    }
+
+    #[test]
+    fn an_automatic_id_is_fenced_at_the_send_time_plus_the_lease() {
+        let d = decide(
+            Mode::Auto,
+            &Standing::Pending,
+            grant(7, How::Claimed, 0, 0),
+            1_000,
+            30_000,
+            500,
+        );
+        assert_eq!(
+            d.standing,
+            Standing::Holding {
+                worker_id: 7,
+                fence_ms: 31_000
+            }
+        );
+        assert_eq!(d.resume_after_ms, 0);
+        let fixed = decide(
+            Mode::Fixed(7),
+            &Standing::Pending,
+            grant(7, How::Claimed, 0, 0),
+            1_000,
+            30_000,
+            500,
+        );
+        assert_eq!(
+            fixed.standing,
+            Standing::Holding {
+                worker_id: 7,
+                fence_ms: u64::MAX
+            }
+        );
+    }
+
+    #[test]
+    fn a_takeover_resumes_after_the_old_lease_plus_skew_or_the_horizon() {
+        let d = decide(
+            Mode::Auto,
+            &Standing::Pending,
+            grant(3, How::TakenOver, 5_000, 9_000),
+            20_000,
+            30_000,
+            1_000,
+        );
+        assert_eq!(d.resume_after_ms, 10_000);
+        let d = decide(
+            Mode::Auto,
+            &Standing::Pending,
+            grant(3, How::TakenOver, 12_000, 9_000),
+            20_000,
+            30_000,
+            1_000,
+        );
+        assert_eq!(d.resume_after_ms, 12_000);
+        // A restart of the holder after a takeover keeps the floor.
+        let d = decide(
+            Mode::Fixed(3),
+            &Standing::Pending,
+            grant(3, How::Held, 5_000, 9_000),
+            20_000,
+            30_000,
+            1_000,
+        );
+        assert_eq!(d.resume_after_ms, 10_000);
+    }
+
+    #[test]
+    fn a_renewal_that_finds_the_id_changed_hands_stops_the_run() {
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 50,
+        };
+        for answer in [
+            grant(3, How::TakenOver, 0, 40),
+            grant(4, How::Claimed, 0, 0),
+            Answer::Conflict {
+                worker_id: 3,
+                other: "b".into(),
+                other_lease_ends_ms: 99,
+            },
+        ] {
+            let d = decide(Mode::Auto, &holding, answer, 60, 30, 5);
+            assert_eq!(
+                d.standing,
+                Standing::Refused(Refusal::Lost { worker_id: 3 })
+            );
+        }
+        // and it stays stopped, whatever comes next
+        let lost = Standing::Refused(Refusal::Lost { worker_id: 3 });
+        let d = decide(Mode::Auto, &lost, grant(3, How::Held, 0, 0), 70, 30, 5);
+        assert_eq!(d.standing, lost);
+        // a plain renewal extends the fence and sets no floor
+        let d = decide(Mode::Auto, &holding, grant(3, How::Held, 0, 40), 60, 30, 5);
+        assert_eq!(
+            d,
+            Decision {
+                standing: Standing::Holding {
+                    worker_id: 3,
+                    fence_ms: 90
+                },
+                resume_after_ms: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_conflict_at_start_names_the_other_holder() {
+        let answer = Answer::Conflict {
+            worker_id: 5,
+            other: "b@host".into(),
+            other_lease_ends_ms: 77,
+        };
+        let d = decide(Mode::Fixed(5), &Standing::Pending, answer, 1, 30, 5);
+        assert_eq!(
+            d.standing,
+            Standing::Refused(Refusal::Conflict {
+                worker_id: 5,
+                other: "b@host".into(),
+                other_lease_ends_ms: 77
+            })
+        );
+        let d = decide(Mode::Auto, &Standing::Pending, Answer::Exhausted, 1, 30, 5);
+        assert_eq!(d.standing, Standing::Refused(Refusal::Exhausted));
+    }
+
+    #[test]
+    fn without_an_answer_only_a_verified_or_allowed_fixed_id_issues() {
+        let p = Standing::Pending;
+        assert_eq!(
+            decide_unanswered(Mode::Fixed(1), &p, false),
+            Standing::Refused(Refusal::NeverVerified)
+        );
+        assert_eq!(
+            decide_unanswered(Mode::Fixed(1), &p, true),
+            Standing::Unverified
+        );
+        assert_eq!(
+            decide_unanswered(Mode::Auto, &p, true),
+            Standing::Refused(Refusal::NeverVerified)
+        );
+        let held = Standing::Holding {
+            worker_id: 1,
+            fence_ms: 9,
+        };
+        assert_eq!(decide_unanswered(Mode::Auto, &held, false), held);
+    }
+
+    proptest! {
+        /// Two holders of one id in turn, clocks off the registry's by at most `skew` each way:
+        /// every id millisecond the first could issue (below its fence) is below every one the
+        /// second may issue (after its floor).
+        #[test]
+        fn a_reused_id_never_overlaps_its_last_holder(
+            lease in 1_000u64..100_000,
+            skew in 0u64..5_000,
+            offset_a in -5_000i64..5_000,
+            offset_b in -5_000i64..5_000,
+            registry_send in 1_000_000u64..2_000_000,
+            delay in 0u64..2_000,
+            horizon_lag in 0u64..200_000,
+            gap in 1u64..100_000,
+        ) {
+            let offset_a = offset_a.clamp(-(skew as i64), skew as i64);
+            let offset_b = offset_b.clamp(-(skew as i64), skew as i64);
+            // A sends its last renewal at registry time `registry_send`; the registry receives
+            // it `delay` later and ends the lease `lease` after that.
+            let a_sent = registry_send.checked_add_signed(offset_a).unwrap();
+            let a = decide(Mode::Auto, &Standing::Pending, grant(9, How::Claimed, 0, 0), a_sent, lease, skew);
+            let Standing::Holding { fence_ms, .. } = a.standing else { panic!("{a:?}") };
+            let registry_end = registry_send + delay + lease;
+            // Everything A issued is below its fence; its last recorded horizon is older.
+            let last_issued = fence_ms - 1;
+            let recorded_horizon = last_issued.saturating_sub(horizon_lag);
+            // B takes the id over after the registry's end, by the registry's clock.
+            let b_sent = (registry_end + gap).checked_add_signed(offset_b).unwrap();
+            let b = decide(Mode::Auto, &Standing::Pending,
+                grant(9, How::TakenOver, recorded_horizon, registry_end), b_sent, lease, skew);
+            prop_assert!(b.resume_after_ms >= last_issued,
+                "B resumes after {} but A may have issued at {}", b.resume_after_ms, last_issued);
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The worker-id lease, on the Postgres side: the background worker that claims and renews it
+//! (`idgen lease worker`), and what it publishes in shared memory for snowflake_next().
+//!
+//! The per-id path reads one word, the permit: ids may come from milliseconds before it
+//! (`u64::MAX`: no limit; 0: none may be issued now — see `INFO` for why). For automatic ids it
+//! is the lease's fence, and the worker id sits beside it. Everything else (the standing, the
+//! registry's last error, the other holder) is read only on an error or by the status view.
+
+use crate::lease::{self, Mode, Refusal, Standing};
+use crate::registry_client::{Claim, Registry};
+use crate::{clock, settings, shared};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+pub const NO_LIMIT: u64 = u64::MAX;
+const NOTHING: u64 = 0;
+
+static PERMIT: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_lease_permit") };
+static LEASED_WORKER: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"idgen_lease_worker_id") };
+static INFO: PgLwLock<Info> = unsafe { PgLwLock::new(c"idgen_lease") };
+
+const TEXT: usize = 1024;
+
+/// What the status view and the error messages say. Written by the lease worker only.
+#[derive(Clone, Copy)]
+pub struct Info {
+    standing: u8,
+    worker_id: u16,
+    /// The fence (automatic ids) or `NO_LIMIT`.
+    fence_ms: u64,
+    /// When the registry ends the lease (its clock), from its last answer.
+    lease_ends_ms: u64,
+    last_renewal_ms: u64,
+    failing: bool,
+    other_lease_ends_ms: u64,
+    /// The other holder (a conflict), else the registry's or libpq's last error.
+    text_len: usize,
+    text: [u8; TEXT],
+}
+
+impl Default for Info {
+    fn default() -> Self {
+        Info {
+            standing: PENDING,
+            worker_id: 0,
+            fence_ms: NOTHING,
+            lease_ends_ms: 0,
+            last_renewal_ms: 0,
+            failing: false,
+            other_lease_ends_ms: 0,
+            text_len: 0,
+            text: [0; TEXT],
+        }
+    }
+}
+
+// SAFETY: plain data, no pointers.
+unsafe impl PGRXSharedMemory for Info {}
+
+const PENDING: u8 = 0;
+const HOLDING: u8 = 1;
+const UNVERIFIED: u8 = 2;
+const CONFLICT: u8 = 3;
+const EXHAUSTED: u8 = 4;
+const LOST: u8 = 5;
+const NEVER_VERIFIED: u8 = 6;
+
+impl Info {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.text[..self.text_len.min(TEXT)]).into_owned()
+    }
+
+    fn set_text(&mut self, text: &str) {
+        let mut end = text.len().min(TEXT);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text[..end].copy_from_slice(&text.as_bytes()[..end]);
+        self.text_len = end;
+    }
+
+    fn standing(&self) -> Standing {
+        match self.standing {
+            HOLDING => Standing::Holding {
+                worker_id: self.worker_id,
+                fence_ms: self.fence_ms,
+            },
+            UNVERIFIED => Standing::Unverified,
+            CONFLICT => Standing::Refused(Refusal::Conflict {
+                worker_id: self.worker_id,
+                other: self.text(),
+                other_lease_ends_ms: self.other_lease_ends_ms,
+            }),
+            EXHAUSTED => Standing::Refused(Refusal::Exhausted),
+            LOST => Standing::Refused(Refusal::Lost {
+                worker_id: self.worker_id,
+            }),
+            NEVER_VERIFIED => Standing::Refused(Refusal::NeverVerified),
+            _ => Standing::Pending,
+        }
+    }
+}
+
+/// Is a registry configured (and idgen preloaded)? Fixed when the server starts.
+pub fn configured() -> bool {
+    shared::preloaded() && settings::registry().is_some()
+}
+
+/// From `_PG_init` while preloading: shared memory, and the worker when a registry is set.
+pub fn init() {
+    pg_shmem_init!(PERMIT = AtomicU64::new(first_permit()));
+    pg_shmem_init!(LEASED_WORKER = AtomicU32::new(0));
+    pg_shmem_init!(INFO);
+    if settings::registry().is_none() {
+        return;
+    }
+    match settings::worker_mode() {
+        Some(_) => BackgroundWorkerBuilder::new("idgen lease worker")
+            .set_type("idgen lease worker")
+            .set_library("idgen")
+            .set_function("idgen_lease_worker")
+            .enable_shmem_access(None)
+            // Not on a standby, which issues no ids: after promotion, it claims (and a standby
+            // of the holder finds the lease its own).
+            .set_start_time(BgWorkerStartTime::RecoveryFinished)
+            .set_restart_time(Some(Duration::from_secs(1)))
+            .load(),
+        None => {
+            log!("idgen: idgen.registry is set but idgen.worker_id is not: no lease is claimed")
+        }
+    }
+}
+
+/// Closed until the lease worker's first answer when a registry is set; else no limit.
+fn first_permit() -> u64 {
+    if settings::registry().is_some() {
+        NOTHING
+    } else {
+        NO_LIMIT
+    }
+}
+
+/// The worker id and fence snowflake_next() issues under, or an error saying why none.
+pub struct Permit {
+    pub worker_id: u16,
+    /// Ids only from milliseconds (Unix) before this.
+    pub fence_ms: u64,
+}
+
+/// For snowflake_next(): the fast path is one atomic read (two for automatic ids).
+#[track_caller]
+pub fn permit(mode: Mode) -> Permit {
+    let mut waited = 0;
+    loop {
+        let fence_ms = PERMIT.get().load(Ordering::Acquire);
+        if fence_ms != NOTHING {
+            let worker_id = match mode {
+                Mode::Fixed(id) => id,
+                Mode::Auto => LEASED_WORKER.get().load(Ordering::Relaxed) as u16,
+            };
+            return Permit {
+                worker_id,
+                fence_ms,
+            };
+        }
+        let info = *INFO.share();
+        if info.standing != PENDING || waited >= FIRST_CLAIM_WAIT_MS {
+            crate::sql::snowflake::raise_refused(mode, &info_view(&info));
+        }
+        // The server has just started and the worker's first claim is on its way.
+        unsafe { pg_sys::pg_usleep(10_000) };
+        pg_sys::check_for_interrupts!();
+        waited += 10;
+    }
+}
+
+/// How long snowflake_next() waits for the worker's first answer: its connection and its call
+/// have 5 s each, and a restart of the worker 1 s.
+const FIRST_CLAIM_WAIT_MS: u64 = 15_000;
+
+/// What the errors and the status view show.
+pub struct View {
+    pub standing: Standing,
+    pub fence_ms: u64,
+    pub lease_ends_ms: u64,
+    pub last_renewal_ms: u64,
+    pub failing: bool,
+    pub text: String,
+}
+
+fn info_view(info: &Info) -> View {
+    View {
+        standing: info.standing(),
+        fence_ms: info.fence_ms,
+        lease_ends_ms: info.lease_ends_ms,
+        last_renewal_ms: info.last_renewal_ms,
+        failing: info.failing,
+        text: info.text(),
+    }
+}
+
+pub fn view() -> View {
+    info_view(&INFO.share())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worker.
+
+/// The lease worker's entry point (its C symbol is named in the worker's registration).
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGTERM);
+    let (Some(conninfo), Some(mode)) = (settings::registry(), settings::worker_mode()) else {
+        return;
+    };
+    let holder = unsafe { pg_sys::GetSystemIdentifier() }.to_string();
+    let holder_name = holder_name();
+    let lease_ms = settings::lease_ms();
+    let skew_ms = settings::max_clock_skew_ms();
+    let issue_unverified = settings::issue_unverified();
+    let epoch = settings::epoch_ms();
+    let mut registry = Registry::new(&conninfo, &format!("idgen lease worker {holder_name}"));
+    let mut standing = INFO.share().standing();
+    let stop = || BackgroundWorker::sigterm_received();
+    loop {
+        if stop() {
+            return;
+        }
+        let horizon_ms = shared::snowflake_state().stats().horizon_unix_ms;
+        let sent_ms = clock::now_unix_ms();
+        let claim = Claim {
+            holder: &holder,
+            holder_name: &holder_name,
+            worker_id: match (mode, &standing) {
+                (Mode::Fixed(id), _) => Some(id),
+                (Mode::Auto, Standing::Holding { worker_id, .. }) => Some(*worker_id),
+                (Mode::Auto, _) => None,
+            },
+            lease_ms,
+            horizon_ms,
+        };
+        let wait_ms = match registry.claim(&claim, &stop) {
+            Ok(answer) => {
+                let lease_ends_ms = match &answer {
+                    lease::Answer::Granted { grant, .. } => grant.lease_ends_ms,
+                    _ => 0,
+                };
+                let conflict_end = match &answer {
+                    lease::Answer::Conflict {
+                        other_lease_ends_ms,
+                        ..
+                    } => *other_lease_ends_ms,
+                    _ => 0,
+                };
+                let decision = lease::decide(mode, &standing, answer, sent_ms, lease_ms, skew_ms);
+                let opening = !matches!(standing, Standing::Holding { .. });
+                if let Standing::Holding { worker_id, .. } = decision.standing {
+                    if opening && decision.resume_after_ms > 0 {
+                        // No id of this run was issued under this worker id (the permit was
+                        // closed): start the generator after what the id's last holders issued.
+                        shared::snowflake_state().resume_after(epoch, decision.resume_after_ms);
+                    }
+                    if opening {
+                        log!(
+                            "idgen: holding worker id {worker_id} in the registry{}",
+                            if decision.resume_after_ms > 0 {
+                                format!(
+                                    "; ids resume after {} (Unix ms), after its last holder's",
+                                    decision.resume_after_ms
+                                )
+                            } else {
+                                String::new()
+                            }
+                        );
+                    }
+                }
+                if let Standing::Refused(refusal) = &decision.standing {
+                    if decision.standing != standing {
+                        warning!("idgen: {}", refusal_text(refusal));
+                    }
+                }
+                standing = decision.standing;
+                publish(&standing, |info| {
+                    info.failing = false;
+                    if lease_ends_ms > 0 {
+                        info.lease_ends_ms = lease_ends_ms;
+                        info.last_renewal_ms = sent_ms;
+                    }
+                    info.other_lease_ends_ms = conflict_end;
+                    if conflict_end == 0 {
+                        info.set_text("");
+                    }
+                });
+                match standing {
+                    Standing::Holding { .. } => lease::renewal_interval_ms(lease_ms),
+                    _ => lease::retry_interval_ms(lease_ms),
+                }
+            }
+            Err(failure) => {
+                if stop() {
+                    return;
+                }
+                standing = lease::decide_unanswered(mode, &standing, issue_unverified);
+                let what = match (&standing, mode) {
+                    (Standing::Holding { fence_ms, .. }, Mode::Auto) => format!(
+                        "could not renew the lease of worker id {} in the registry; ids stop at its end ({fence_ms} Unix ms) unless a renewal succeeds first",
+                        claim.worker_id.unwrap_or_default()
+                    ),
+                    (Standing::Holding { .. }, Mode::Fixed(id)) => format!(
+                        "could not renew the lease of worker id {id} in the registry; this server carries on, as its worker id is set in idgen.worker_id"
+                    ),
+                    (Standing::Unverified, Mode::Fixed(id)) => format!(
+                        "could not verify worker id {id} in the registry; issuing ids on it anyway (idgen.unverified_worker_id = issue)"
+                    ),
+                    _ => "could not claim a worker id in the registry; no snowflake id is issued until it answers".to_string(),
+                };
+                let kind = if failure.misconfigured {
+                    "misconfigured"
+                } else {
+                    "unreachable"
+                };
+                warning!("idgen: {what}: the registry is {kind}: {}", failure.message);
+                publish(&standing, |info| {
+                    info.failing = true;
+                    info.set_text(&failure.message);
+                });
+                lease::retry_interval_ms(lease_ms)
+            }
+        };
+        if !BackgroundWorker::wait_latch(Some(Duration::from_millis(wait_ms))) {
+            return;
+        }
+    }
+}
+
+/// Publishes a standing: the details first, then the permit (and worker id) that backends read.
+fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
+    let (code, worker_id, fence_ms) = match standing {
+        Standing::Pending => (PENDING, 0, NOTHING),
+        Standing::Holding {
+            worker_id,
+            fence_ms,
+        } => (HOLDING, *worker_id, *fence_ms),
+        Standing::Unverified => (UNVERIFIED, 0, NO_LIMIT),
+        Standing::Refused(r) => match r {
+            Refusal::Conflict { worker_id, .. } => (CONFLICT, *worker_id, NOTHING),
+            Refusal::Exhausted => (EXHAUSTED, 0, NOTHING),
+            Refusal::Lost { worker_id } => (LOST, *worker_id, NOTHING),
+            Refusal::NeverVerified => (NEVER_VERIFIED, 0, NOTHING),
+        },
+    };
+    {
+        let mut info = INFO.exclusive();
+        info.standing = code;
+        info.worker_id = worker_id;
+        info.fence_ms = fence_ms;
+        details(&mut info);
+        if let Standing::Refused(Refusal::Conflict { other, .. }) = standing {
+            info.set_text(other);
+        }
+    }
+    if code == HOLDING {
+        LEASED_WORKER
+            .get()
+            .store(u32::from(worker_id), Ordering::Relaxed);
+    }
+    PERMIT.get().store(fence_ms, Ordering::Release);
+}
+
+/// The server as people know it: cluster_name (or "postgres") @ host : port.
+fn holder_name() -> String {
+    let cluster = unsafe {
+        let p = pg_sys::cluster_name;
+        if p.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    };
+    let mut host = [0u8; 256];
+    let host = if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
+        let end = host.iter().position(|b| *b == 0).unwrap_or(host.len());
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        "unknown-host".into()
+    };
+    let port = unsafe { pg_sys::PostPortNumber };
+    let cluster = if cluster.is_empty() {
+        "postgres".into()
+    } else {
+        cluster
+    };
+    format!("{cluster}@{host}:{port}")
+}
+
+pub fn refusal_text(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::Conflict {
+            worker_id, other, ..
+        } => format!("worker id {worker_id} is leased to another server, {other}"),
+        Refusal::Exhausted => "no worker id is free in the registry: all 1,024 are leased".into(),
+        Refusal::Lost { worker_id } => {
+            format!("the lease of worker id {worker_id} went to another server after it ended")
+        }
+        Refusal::NeverVerified => "the registry has not confirmed this server's worker id".into(),
+    }
+}

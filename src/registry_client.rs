@@ -1,0 +1,365 @@
+//! The registry's client side: libpq, asynchronously, so that a registry that stops answering
+//! (a partition, a stopped host) costs the lease worker a deadline, never a hang. Knows the
+//! registry's one call, `idgen_registry.claim()`, and nothing of shared memory.
+
+use crate::lease::{self, Answer, Grant, How};
+use pq_sys as pq;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+/// How long a connection attempt, and then one claim, may take.
+const CONNECT_DEADLINE: Duration = Duration::from_secs(5);
+const CALL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Why a claim got no answer.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    /// A problem an operator must fix (no schema, no rights): said as such in the log.
+    pub misconfigured: bool,
+}
+
+impl Failure {
+    fn plain(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            misconfigured: false,
+        }
+    }
+}
+
+/// Parses a connection string as libpq does and checks it (no password in it). The error is
+/// libpq's or ours, for the setting's check hook.
+pub fn check_conninfo(conninfo: &str) -> Result<(), String> {
+    let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
+    let mut errmsg: *mut c_char = ptr::null_mut();
+    let options = unsafe { pq::PQconninfoParse(text.as_ptr(), &mut errmsg) };
+    if options.is_null() {
+        let why = if errmsg.is_null() {
+            "libpq could not parse it (out of memory?)".to_string()
+        } else {
+            let why = unsafe { CStr::from_ptr(errmsg) }
+                .to_string_lossy()
+                .trim()
+                .to_string();
+            unsafe { pq::PQfreemem(errmsg.cast()) };
+            why
+        };
+        return Err(why);
+    }
+    let mut pairs = Vec::new();
+    let mut at = options;
+    unsafe {
+        while !(*at).keyword.is_null() {
+            if !(*at).val.is_null() {
+                pairs.push((
+                    CStr::from_ptr((*at).keyword).to_string_lossy().into_owned(),
+                    CStr::from_ptr((*at).val).to_string_lossy().into_owned(),
+                ));
+            }
+            at = at.add(1);
+        }
+        pq::PQconninfoFree(options);
+    }
+    lease::check_conninfo(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+/// One connection to the registry, kept between renewals and opened again when it breaks.
+pub struct Registry {
+    conninfo: CString,
+    application_name: CString,
+    conn: *mut pq::PGconn,
+}
+
+/// What the lease worker sends with each claim.
+pub struct Claim<'a> {
+    pub holder: &'a str,
+    pub holder_name: &'a str,
+    pub worker_id: Option<u16>,
+    pub lease_ms: u64,
+    pub horizon_ms: u64,
+}
+
+impl Registry {
+    pub fn new(conninfo: &str, application_name: &str) -> Self {
+        Registry {
+            conninfo: CString::new(conninfo).unwrap_or_default(),
+            application_name: CString::new(application_name).unwrap_or_default(),
+            conn: ptr::null_mut(),
+        }
+    }
+
+    /// Sends one claim and reads its answer; `stop()` is polled while waiting (SIGTERM).
+    pub fn claim(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Answer, Failure> {
+        self.connect(stop)?;
+        let result = self.call(claim, stop);
+        if result.as_ref().is_err_and(|f| !f.misconfigured) {
+            // The connection may be half-dead: start afresh next time.
+            self.close();
+        }
+        result
+    }
+
+    fn close(&mut self) {
+        if !self.conn.is_null() {
+            unsafe { pq::PQfinish(self.conn) };
+            self.conn = ptr::null_mut();
+        }
+    }
+
+    fn error_message(&self) -> String {
+        if self.conn.is_null() {
+            return "out of memory".into();
+        }
+        let text = unsafe { CStr::from_ptr(pq::PQerrorMessage(self.conn)) };
+        text.to_string_lossy().trim().replace('\n', " ")
+    }
+
+    fn connect(&mut self, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
+        if !self.conn.is_null()
+            && unsafe { pq::PQstatus(self.conn) } == pq::ConnStatusType::CONNECTION_OK
+        {
+            return Ok(());
+        }
+        self.close();
+        // Defaults first, so that the connection string (expanded from dbname) can override
+        // them; the timeouts bound what the registry side spends on one claim.
+        let keywords = [
+            c"connect_timeout".as_ptr(),
+            c"application_name".as_ptr(),
+            c"options".as_ptr(),
+            c"dbname".as_ptr(),
+            ptr::null(),
+        ];
+        let values = [
+            c"5".as_ptr(),
+            self.application_name.as_ptr(),
+            c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s"
+                .as_ptr(),
+            self.conninfo.as_ptr(),
+            ptr::null(),
+        ];
+        self.conn = unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), 1) };
+        if self.conn.is_null() {
+            return Err(Failure::plain(
+                "could not connect to the registry: out of memory",
+            ));
+        }
+        let deadline = Instant::now() + CONNECT_DEADLINE;
+        let mut want_write = true;
+        loop {
+            if unsafe { pq::PQstatus(self.conn) } == pq::ConnStatusType::CONNECTION_BAD {
+                let message = format!(
+                    "could not connect to the registry: {}",
+                    self.error_message()
+                );
+                self.close();
+                return Err(Failure::plain(message));
+            }
+            match self.wait_socket(want_write, deadline, stop) {
+                Ok(()) => {}
+                Err(f) => {
+                    self.close();
+                    return Err(f);
+                }
+            }
+            match unsafe { pq::PQconnectPoll(self.conn) } {
+                pq::PostgresPollingStatusType::PGRES_POLLING_OK => return Ok(()),
+                pq::PostgresPollingStatusType::PGRES_POLLING_FAILED => {
+                    let message = format!(
+                        "could not connect to the registry: {}",
+                        self.error_message()
+                    );
+                    self.close();
+                    return Err(Failure::plain(message));
+                }
+                pq::PostgresPollingStatusType::PGRES_POLLING_READING => want_write = false,
+                _ => want_write = true,
+            }
+        }
+    }
+
+    /// Waits until the socket is ready (or the deadline passes, or `stop()`), in slices of
+    /// 100 ms.
+    fn wait_socket(
+        &self,
+        write: bool,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), Failure> {
+        let fd = unsafe { pq::PQsocket(self.conn) };
+        if fd < 0 {
+            return Err(Failure::plain(format!(
+                "could not connect to the registry: {}",
+                self.error_message()
+            )));
+        }
+        loop {
+            if stop() {
+                return Err(Failure::plain("the server is shutting down"));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::plain(format!(
+                    "the registry did not answer within {} s",
+                    CONNECT_DEADLINE.as_secs()
+                )));
+            }
+            let mut pfd = libc::pollfd {
+                fd,
+                events: if write { libc::POLLOUT } else { libc::POLLIN },
+                revents: 0,
+            };
+            let slice = left.min(Duration::from_millis(100)).as_millis() as c_int;
+            let ready = unsafe { libc::poll(&mut pfd, 1, slice) };
+            if ready > 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn call(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Answer, Failure> {
+        let params: [CString; 5] = [
+            CString::new(claim.holder).unwrap_or_default(),
+            CString::new(claim.holder_name.replace('\0', "")).unwrap_or_default(),
+            CString::new(claim.worker_id.map(|w| w.to_string()).unwrap_or_default())
+                .unwrap_or_default(),
+            CString::new(claim.lease_ms.to_string()).unwrap_or_default(),
+            CString::new(claim.horizon_ms.to_string()).unwrap_or_default(),
+        ];
+        let mut values: Vec<*const c_char> = params.iter().map(|p| p.as_ptr()).collect();
+        if claim.worker_id.is_none() {
+            values[2] = ptr::null(); // SQL NULL: any free id
+        }
+        let sent = unsafe {
+            pq::PQsendQueryParams(
+                self.conn,
+                c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, other_holder_name, other_lease_ends_ms FROM idgen_registry.claim($1, $2, $3::integer, $4::integer, $5::bigint)".as_ptr(),
+                5,
+                ptr::null(),
+                values.as_ptr(),
+                ptr::null(),
+                ptr::null(),
+                0,
+            )
+        };
+        if sent == 0 {
+            return Err(Failure::plain(format!(
+                "could not send the claim to the registry: {}",
+                self.error_message()
+            )));
+        }
+        let deadline = Instant::now() + CALL_DEADLINE;
+        loop {
+            if unsafe { pq::PQconsumeInput(self.conn) } == 0 {
+                return Err(Failure::plain(format!(
+                    "lost the connection to the registry: {}",
+                    self.error_message()
+                )));
+            }
+            if unsafe { pq::PQisBusy(self.conn) } == 0 {
+                break;
+            }
+            self.wait_socket(false, deadline, stop)?;
+        }
+        let mut answer = Err(Failure::plain("the registry sent no result"));
+        loop {
+            let res = unsafe { pq::PQgetResult(self.conn) };
+            if res.is_null() {
+                break;
+            }
+            if answer
+                .as_ref()
+                .is_err_and(|f| f.message == "the registry sent no result")
+            {
+                answer = read_result(res);
+            }
+            unsafe { pq::PQclear(res) };
+        }
+        answer
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
+    let status = unsafe { pq::PQresultStatus(res) };
+    if status != pq::ExecStatusType::PGRES_TUPLES_OK {
+        let field = |code: u8| unsafe {
+            let p = pq::PQresultErrorField(res, c_int::from(code));
+            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
+        let sqlstate = field(b'C').unwrap_or_default();
+        let message = field(b'M').unwrap_or_else(|| "unknown error".into());
+        return Err(match sqlstate.as_str() {
+            // invalid_schema_name, undefined_function, undefined_table
+            "3F000" | "42883" | "42P01" => Failure {
+                message: format!("the registry database has no idgen_registry schema ({message}): install sql/registry/idgen_registry.sql there"),
+                misconfigured: true,
+            },
+            "42501" => Failure {
+                message: format!("the registry refused the claim ({message}): the role idgen.registry connects as must be a member of idgen_fleet"),
+                misconfigured: true,
+            },
+            _ => Failure {
+                message: format!("the registry refused the claim: {message} (SQLSTATE {sqlstate})"),
+                misconfigured: sqlstate.starts_with("42") || sqlstate.starts_with("22"),
+            },
+        });
+    }
+    if unsafe { pq::PQntuples(res) } != 1 {
+        return Err(Failure::plain("the registry's claim() returned no row"));
+    }
+    let text = |col: c_int| unsafe {
+        if pq::PQgetisnull(res, 0, col) != 0 {
+            None
+        } else {
+            Some(
+                CStr::from_ptr(pq::PQgetvalue(res, 0, col))
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        }
+    };
+    let number = |col: c_int| -> u64 {
+        text(col)
+            .and_then(|t| t.parse::<i64>().ok())
+            .map_or(0, |n| n.max(0) as u64)
+    };
+    let worker = || -> Result<u16, Failure> {
+        text(1)
+            .and_then(|t| t.parse::<u16>().ok())
+            .filter(|w| *w <= crate::snowflake::MAX_WORKER_ID)
+            .ok_or_else(|| Failure::plain("the registry's claim() returned no valid worker id"))
+    };
+    let grant = |how| -> Result<Answer, Failure> {
+        Ok(Answer::Granted {
+            how,
+            grant: Grant {
+                worker_id: worker()?,
+                lease_ends_ms: number(2),
+                last_horizon_ms: number(3),
+                predecessor_ends_ms: number(4),
+            },
+        })
+    };
+    match text(0).as_deref() {
+        Some("held") => grant(How::Held),
+        Some("claimed") => grant(How::Claimed),
+        Some("taken_over") => grant(How::TakenOver),
+        Some("conflict") => Ok(Answer::Conflict {
+            worker_id: worker()?,
+            other: text(5).unwrap_or_else(|| "another server".into()),
+            other_lease_ends_ms: number(6),
+        }),
+        Some("exhausted") => Ok(Answer::Exhausted),
+        other => Err(Failure::plain(format!(
+            "the registry's claim() answered {other:?}, which this idgen does not know"
+        ))),
+    }
+}
