@@ -9,10 +9,12 @@ until the subscriber has caught up (or stopped making progress), and reports row
 arrived, primary-key conflicts in the subscriber's log, worker-id clashes seen by the watch,
 order per worker id, and the fleet's generation rate against N x the format's cap. Stops
 everything it started, also on Ctrl-C or failure. --clash gives the second publisher the first
-one's worker id: the run must then report the clash and exit non-zero.
+one's worker id: the run must then report the clash and exit non-zero. --auto starts a worker-id
+registry too (sql/registry/idgen_registry.sql, on a server of its own) and gives every publisher
+idgen.worker_id = auto: each leases a free worker id, and the report names the ids they got.
 
 Runs as the postgres user with PG_BIN naming the server build (benches/fleet sets both up).
-usage: fleet.py [--publishers N] [--seconds S] [--clients C] [--clash] [--out DIR]
+usage: fleet.py [--publishers N] [--seconds S] [--clients C] [--clash | --auto] [--out DIR]
 """
 import argparse
 import faulthandler
@@ -33,6 +35,7 @@ import cluster  # noqa: E402
 
 CAP_PER_S = 4_096_000
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
+REGISTRY_SQL = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
 PUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_next(),
                                     u uuid NOT NULL UNIQUE DEFAULT uuid_v7(),
                                     publisher int NOT NULL,
@@ -120,13 +123,49 @@ def wait_for(threads, signals):
     signals.check()
 
 
+def start_registry(base, servers, n):
+    """A registry server with the schema and one fleet role per publisher; its conninfo per role."""
+    reg = cluster.Cluster(os.path.join(base, "registry"), preload=False)
+    servers.append(reg)
+    reg.init().start()
+    reg.q("CREATE DATABASE registry")
+    done = subprocess.run([os.path.join(cluster.pg_bin(), "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h",
+                           reg.socket_dir, "-p", str(reg.port), "-d", "registry", "-f", REGISTRY_SQL],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise cluster.SqlError(f"installing the registry failed: {done.stderr}")
+    for i in range(n):
+        reg.q(f"CREATE ROLE fleet{i + 1} LOGIN IN ROLE idgen_fleet", db="registry")
+    return reg
+
+
+def leased_worker_id(c, signals, limit_s=30):
+    """The worker id a publisher with auto was granted (it claims it as it starts)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        row = c.q("SELECT worker_id, registry FROM idgen_lease_status()")[0]
+        if row[1] == "holding":
+            return row[0]
+        if time.monotonic() > deadline:
+            raise cluster.SqlError(f"no lease within {limit_s} s: {row}")
+        signals.check()
+        time.sleep(0.1)
+
+
 def _run(args, base, signals, servers, loads):
     n = args.publishers
     pubs = []
+    reg = start_registry(base, servers, n) if args.auto else None
     for i, skew in enumerate(skews(n, args.skew)):
-        worker_id = 1 if (args.clash and i == 1) else i + 1
+        worker_id = "auto" if args.auto else 1 if (args.clash and i == 1) else i + 1
+        lease = []
+        if reg:
+            # The clocks are skewed on purpose here: the skew allowance must cover them.
+            lease = [f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user=fleet{i + 1}'",
+                     f"idgen.max_clock_skew = '{int(args.skew * 1000) + 500}ms'"]
         c = cluster.Cluster(os.path.join(base, f"pub{i + 1}"), worker_id=worker_id,
-                            conf=["wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10"])
+                            conf=["wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
+                                  *lease])
         servers.append(c)
         c.init()
         if args.skew:
@@ -137,6 +176,8 @@ def _run(args, base, signals, servers, loads):
             c.clock.set(f"{skew:+.3f}")
         c.start()
         c.q("CREATE EXTENSION idgen", PUB_TABLE, "CREATE PUBLICATION fleet FOR TABLE events")
+        if reg:
+            worker_id = leased_worker_id(c, signals)
         pubs.append((c, worker_id, skew))
     sub = cluster.Cluster(os.path.join(base, "sub"), preload=False,
                           conf=["track_commit_timestamp = on", f"max_logical_replication_workers = {n + 4}",
@@ -247,7 +288,11 @@ def _run(args, base, signals, servers, loads):
               f"{rate / (n * CAP_PER_S):.1%} of {n} x the cap; each publisher "
               f"{min(per_rate) / CAP_PER_S:.1%}-{max(per_rate) / CAP_PER_S:.1%} of the cap by its ids' own time "
               f"window (a publisher reaches the cap only with a CPU of its own: {os.cpu_count()} here)"]
-    ok = arrived == sum(made) and conflicts == 0 and not clashes
+    if reg:
+        distinct = len({w for _, w, _ in pubs})
+        lines.append(f"- worker ids leased from the registry (idgen.worker_id = auto): "
+                     f"{', '.join(str(w) for _, w, _ in pubs)} ({distinct} distinct)")
+    ok = arrived == sum(made) and conflicts == 0 and not clashes and len({w for _, w, _ in pubs}) == n
     verdict = (f"fleet: {n} publishers, {arrived:,} rows, {conflicts} conflicts, {len(clashes)} clashes"
                + ("" if ok else " - FAILED"))
     text = "\n".join(lines + ["", verdict])
@@ -268,6 +313,8 @@ def main(argv=None):
     ap.add_argument("--skew", type=float, default=2.0,
                     help="spread the publishers' clocks over -SKEW..+SKEW seconds (default 2; 0: no libfaketime)")
     ap.add_argument("--clash", action="store_true", help="give publisher 2 the worker id of publisher 1")
+    ap.add_argument("--auto", action="store_true",
+                    help="lease every publisher's worker id from a registry (idgen.worker_id = auto)")
     ap.add_argument("--no-watch", dest="watch", action="store_false",
                     help="leave the clash watch off at the subscriber (to measure what it costs)")
     ap.add_argument("--out", help="also write fleet.md here")
@@ -277,6 +324,8 @@ def main(argv=None):
         ap.error("--publishers 1..16, --seconds, --clients and --rate-rows positive, --skew not negative")
     if args.clash and args.publishers < 2:
         ap.error("--clash needs at least 2 publishers")
+    if args.clash and args.auto:
+        ap.error("--clash and --auto exclude each other: the registry hands out distinct worker ids")
 
     # `kill -USR1` on a run that seems stuck prints where every thread is (test_fleet does).
     faulthandler.register(signal.SIGUSR1, all_threads=True)

@@ -59,6 +59,21 @@ def test_four_publishers_merge_with_no_conflict_and_in_order(tmp_path):
     assert running_postmasters(tmp_path / "servers") == []
 
 
+def test_five_publishers_with_auto_worker_ids_from_a_registry_merge_with_no_conflict(tmp_path):
+    """benches/fleet --auto: every publisher leases its worker id (idgen.worker_id = auto)."""
+    done = fleet("--publishers", "5", "--seconds", "3", "--rate-rows", "100000", "--auto", base=tmp_path / "servers")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    verdict = done.stdout.strip().splitlines()[-1]
+    m = re.fullmatch(r"fleet: 5 publishers, ([\d,]+) rows, 0 conflicts, 0 clashes", verdict)
+    assert m and int(m.group(1).replace(",", "")) > 1000, verdict
+    rows = re.findall(r"^\| (\d) \| (\d+) \| [-+][\d.]+ s \| ([\d,]+) \| ([\d,]+) \|$", done.stdout, re.M)
+    assert len(rows) == 5 and len({w for _, w, _, _ in rows}) == 5, rows
+    assert all(made == arrived and made != "0" for _, _, made, arrived in rows), rows
+    assert "(5 distinct)" in done.stdout
+    assert running_postmasters(tmp_path / "servers") == []
+
+
 def test_two_publishers_with_one_worker_id_are_reported_before_the_first_duplicate(tmp_path):
     done = fleet("--publishers", "2", "--seconds", "3", "--rate-rows", "10000", "--clash", base=tmp_path)
     out = done.stdout + done.stderr

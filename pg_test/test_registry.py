@@ -26,9 +26,9 @@ NOT_IN_PREREQUISITE_STATE = "55000"
 def install_registry(reg, db="registry"):
     """The registry's schema in database db of cluster reg, as its owner (postgres)."""
     reg.q(f"CREATE DATABASE {db}")
-    done = subprocess.run([os.path.join(cluster.pg_bin(), "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", reg.socket_dir, "-p",
-                           str(reg.port), "-U", "postgres", "-d", db, "-f", SCHEMA],
-                          capture_output=True, text=True)
+    psql = os.path.join(cluster.pg_bin(), "psql")
+    done = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", reg.socket_dir, "-p", str(reg.port),
+                           "-U", "postgres", "-d", db, "-f", SCHEMA], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
@@ -67,7 +67,7 @@ def status(c):
         with conn.cursor() as cur:
             cur.execute("SELECT * FROM idgen_lease_status()")
             names = [d[0] for d in cur.description]
-            return dict(zip(names, cur.fetchone()))
+            return dict(zip(names, cur.fetchone(), strict=True))
     finally:
         conn.close()
 
