@@ -114,6 +114,8 @@ def test_five_auto_servers_get_distinct_worker_ids_and_their_ids_never_clash(clu
     servers = [member(cluster_factory, f"auto{i}", registry) for i in range(5)]
     workers = [status(s)["worker_id"] for s in servers]
     assert all(w is not None for w in workers), [status(s) for s in servers]
+    assert [s.one("SELECT worker_id FROM idgen_stats()") for s in servers] == workers
+    servers[0].reload()  # a reload wakes the lease worker; it keeps its lease
     assert len(set(workers)) == 5, workers
     assert [status(s)["worker_id_source"] for s in servers] == ["registry"] * 5
     # Load all five at once, then merge everything they issued.
@@ -139,6 +141,8 @@ def test_five_auto_servers_get_distinct_worker_ids_and_their_ids_never_clash(clu
     assert len(set(merged)) == len(merged), "two servers issued the same id"
     for k, part in enumerate(out):
         assert {worker_of(i) for i in part} == {workers[k]}
+    assert status(servers[0])["worker_id"] == workers[0] and "idgen lease worker" in servers[0].one(
+        "SELECT string_agg(backend_type, ',') FROM pg_stat_activity")
     holders = registry.q("SELECT worker_id, holder_name, live FROM idgen_registry.holders ORDER BY worker_id",
                          db="registry")
     assert sorted(h[0] for h in holders) == sorted(workers)

@@ -215,7 +215,8 @@ pub fn view() -> View {
 #[pg_guard]
 #[no_mangle]
 pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGTERM);
+    // SIGHUP (pg_reload_conf()) only wakes it: every setting it reads is fixed at start-up.
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let (Some(conninfo), Some(mode)) = (settings::registry(), settings::worker_mode()) else {
         return;
     };

@@ -276,7 +276,14 @@ fn idgen_stats() -> TableIterator<
     }
     let stats = shared::snowflake_state().stats();
     let epoch = settings::epoch_ms();
-    let worker = settings::worker_id_if_set().map(i32::from);
+    // With auto, the id the registry leased to this server (None until it has one).
+    let worker = match settings::worker_mode() {
+        Some(Mode::Auto) if registry::configured() => match registry::view().standing {
+            Standing::Holding { worker_id, .. } => Some(i32::from(worker_id)),
+            _ => None,
+        },
+        _ => settings::worker_id_if_set().map(i32::from),
+    };
     TableIterator::once((
         worker,
         stats.ids_issued as i64,
