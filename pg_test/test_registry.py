@@ -204,6 +204,60 @@ def test_every_id_is_taken_then_the_freed_one_is_reused(cluster_factory, registr
     assert "idgen_registry.holders" in e.diag.message_hint
 
 
+def test_an_ended_lease_of_a_fixed_id_is_never_handed_to_an_auto_server(cluster_factory, registry):
+    """A fixed-id server carries on without the registry, past its lease's end: its id must not
+    go to an automatic claim. Only a server configured with that id takes it over."""
+    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
+               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
+               " FROM generate_series(0, 1022) g", db="registry")
+    fixed = member(cluster_factory, "fixed", registry, worker_id=1023)
+    assert first_ids(fixed, 10)
+    fixed.stop()  # cut off: its lease ends, unfenced
+    ended = "SELECT NOT live AND NOT fenced FROM idgen_registry.holders WHERE worker_id = 1023"
+    wait_until("the lease to end", lambda: registry.q(ended, db="registry") == [(True,)])
+    auto = member(cluster_factory, "auto", registry)
+    e = auto.error("SELECT snowflake_next()")
+    assert e.pgcode == NOT_IN_PREREQUISITE_STATE and "all 1,024 are leased" in e.diag.message_primary
+    replacement = member(cluster_factory, "replacement", registry, worker_id=1023)
+    assert {worker_of(i) for i in first_ids(replacement, 10)} == {1023}
+    assert status(replacement)["registry"] == "holding"
+
+
+def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
+    c = member(cluster_factory, "c", registry)
+    assert first_ids(c, 10)
+    held = status(c)["worker_id"]
+    before = lease_worker_pid(c)
+    os.kill(before, signal.SIGTERM)
+    after = wait_until("a new lease worker", lambda: (p := _pid_or_none(c)) not in (None, before) and p)
+    assert after != before
+    wait_until("a renewal by the new worker", lambda: status(c)["registry"] == "holding"
+               and status(c)["last_renewal"] is not None, timeout=10)
+    time.sleep(4)  # longer than the 3 s lease: only renewals keep it
+    assert status(c)["worker_id"] == held and ids(c, 10)
+
+
+def _pid_or_none(c):
+    try:
+        return lease_worker_pid(c)
+    except AssertionError:
+        return None
+
+
+def test_an_unverified_fixed_id_is_confirmed_once_the_registry_answers(cluster_factory, registry):
+    c = member(cluster_factory, "early", registry, worker_id=21, conf=["idgen.unverified_worker_id = issue"],
+               start=False)
+    registry.stop()
+    c.start()
+    c.q("CREATE EXTENSION idgen")
+    assert {worker_of(i) for i in first_ids(c, 10)} == {21}
+    assert status(c)["registry"] == "unverified"
+    registry.start()
+    wait_until("the id confirmed", lambda: status(c)["registry"] == "holding", timeout=20)
+    assert ids(c, 10)
+    assert registry.q("SELECT worker_id FROM idgen_registry.holders", db="registry") == [(21,)]
+
+
 # ---- a holder dies; its id is reused ----------------------------------------------------------
 
 def kill_server(c):
@@ -400,7 +454,7 @@ def test_a_registry_without_the_schema_or_without_rights_is_named(cluster_factor
         assert status(c)["registry"] == "never verified"
     # Nothing was leased, and an outsider can neither claim, read nor lock the registry.
     assert registry.one("SELECT count(*) FROM idgen_registry.lease", db="registry") == 0
-    for sql in ("SELECT * FROM idgen_registry.claim('1', 'x', NULL, 3000, 0)",
+    for sql in ("SELECT * FROM idgen_registry.claim('1', 'x', NULL, 3000, 0, NULL)",
                 "SELECT * FROM idgen_registry.holders", "SELECT * FROM idgen_registry.lease",
                 "BEGIN; LOCK TABLE idgen_registry.lease"):
         e = registry.error(sql, db="registry", user="outsider")

@@ -47,8 +47,8 @@ pub fn check_conninfo<'a>(
     options: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Result<(), String> {
     for (key, value) in options {
-        if key == "password" && !value.is_empty() {
-            return Err("idgen.registry must not carry a password".into());
+        if (key == "password" || key == "sslpassword") && !value.is_empty() {
+            return Err(format!("idgen.registry must not carry a {key}"));
         }
     }
     Ok(())
@@ -88,18 +88,24 @@ pub struct Grant {
     pub last_horizon_ms: u64,
     /// When the previous holder's lease ended (Unix ms, 0: there was none).
     pub predecessor_ends_ms: u64,
+    /// The previous holder's own fence (its clock, Unix ms; 0: none, or it was not fenced).
+    pub predecessor_fence_ms: u64,
 }
 
 impl Grant {
     /// The millisecond after which this holder may resume (Unix ms): no earlier holder of the
-    /// id issued an id after it. 0 when the id has no history.
+    /// id issued an id after it. 0 when the id has no history. The old holder's own fence is
+    /// in its clock, as its ids are, so it needs no allowance; the lease's end (the registry's
+    /// clock) does, and covers a holder that could not report a fence.
     pub fn resume_after_ms(&self, skew_ms: u64) -> u64 {
         let predecessor = if self.predecessor_ends_ms == 0 {
             0
         } else {
             self.predecessor_ends_ms.saturating_add(skew_ms)
         };
-        self.last_horizon_ms.max(predecessor)
+        self.last_horizon_ms
+            .max(predecessor)
+            .max(self.predecessor_fence_ms)
     }
 }
 
@@ -156,13 +162,36 @@ pub fn decide(
         standing: Standing::Refused(r),
         resume_after_ms: 0,
     };
+    // A fixed id issued on before the registry confirmed it: the first answer may find it
+    // never leased, or this holder's own, and confirms it; another holder's means a clash.
+    if let (Standing::Unverified, Mode::Fixed(id)) = (before, mode) {
+        return match answer {
+            Answer::Granted { how, grant }
+                if grant.worker_id == id && matches!(how, How::Held | How::Claimed) =>
+            {
+                Decision {
+                    standing: Standing::Holding {
+                        worker_id: id,
+                        fence_ms: u64::MAX,
+                    },
+                    resume_after_ms: 0,
+                }
+            }
+            Answer::Conflict {
+                worker_id,
+                other,
+                other_lease_ends_ms,
+            } => refuse(Refusal::Conflict {
+                worker_id,
+                other,
+                other_lease_ends_ms,
+            }),
+            _ => refuse(Refusal::Lost { worker_id: id }),
+        };
+    }
     // The id this run has issued under, if any: a later answer must be a renewal of it.
     let issued_under = match before {
         Standing::Holding { worker_id, .. } => Some(*worker_id),
-        Standing::Unverified => match mode {
-            Mode::Fixed(id) => Some(id),
-            Mode::Auto => None,
-        },
         Standing::Refused(Refusal::Lost { worker_id }) => {
             return refuse(Refusal::Lost {
                 worker_id: *worker_id,
@@ -249,6 +278,7 @@ mod tests {
                 lease_ends_ms: 0,
                 last_horizon_ms: horizon,
                 predecessor_ends_ms: predecessor,
+                predecessor_fence_ms: 0,
             },
         }
     }
@@ -269,6 +299,7 @@ mod tests {
     #[test]
     fn a_password_in_the_connection_string_is_refused() {
         assert!(check_conninfo([("host", "h"), ("password", "s3cret")]).is_err());
+        assert!(check_conninfo([("sslpassword", "key-pass")]).is_err());
         assert!(check_conninfo([("host", "h"), ("password", "")]).is_ok());
         assert!(check_conninfo([("host", "h"), ("passfile", "/x/pgpass")]).is_ok());
     }
@@ -397,6 +428,70 @@ mod tests {
         );
         let d = decide(Mode::Auto, &Standing::Pending, Answer::Exhausted, 1, 30, 5);
         assert_eq!(d.standing, Standing::Refused(Refusal::Exhausted));
+    }
+
+    #[test]
+    fn an_unverified_fixed_id_is_confirmed_by_a_first_claim_or_refused_on_a_clash() {
+        for how in [How::Claimed, How::Held] {
+            let d = decide(
+                Mode::Fixed(4),
+                &Standing::Unverified,
+                grant(4, how, 0, 0),
+                1,
+                30,
+                5,
+            );
+            assert_eq!(
+                d.standing,
+                Standing::Holding {
+                    worker_id: 4,
+                    fence_ms: u64::MAX
+                }
+            );
+            assert_eq!(
+                d.resume_after_ms, 0,
+                "ids were issued already: no floor under them"
+            );
+        }
+        let other = Answer::Conflict {
+            worker_id: 4,
+            other: "b".into(),
+            other_lease_ends_ms: 9,
+        };
+        let d = decide(Mode::Fixed(4), &Standing::Unverified, other, 1, 30, 5);
+        assert!(
+            matches!(d.standing, Standing::Refused(Refusal::Conflict { .. })),
+            "{d:?}"
+        );
+        let d = decide(
+            Mode::Fixed(4),
+            &Standing::Unverified,
+            grant(4, How::TakenOver, 0, 1),
+            1,
+            30,
+            5,
+        );
+        assert_eq!(
+            d.standing,
+            Standing::Refused(Refusal::Lost { worker_id: 4 })
+        );
+    }
+
+    #[test]
+    fn the_old_holders_own_fence_bounds_the_floor_too() {
+        let g = Grant {
+            worker_id: 1,
+            lease_ends_ms: 0,
+            last_horizon_ms: 100,
+            predecessor_ends_ms: 1_000,
+            predecessor_fence_ms: 1_900,
+        };
+        assert_eq!(
+            g.resume_after_ms(500),
+            1_900,
+            "a fast-clocked old holder fenced itself past end + skew"
+        );
+        assert_eq!(g.resume_after_ms(1_000), 2_000);
     }
 
     #[test]

@@ -226,12 +226,21 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
     let skew_ms = settings::max_clock_skew_ms();
     let issue_unverified = settings::issue_unverified();
     let epoch = settings::epoch_ms();
-    let mut registry = Registry::new(&conninfo, &format!("idgen lease worker {holder_name}"));
+    // A neutral application_name: any role on the registry can read pg_stat_activity.
+    let mut registry = Registry::new(&conninfo, "idgen lease worker");
     let mut standing = INFO.share().standing();
     let stop = || BackgroundWorker::sigterm_received();
     loop {
         if stop() {
-            return;
+            exit_for_restart();
+        }
+        if let Standing::Refused(Refusal::Lost { .. }) = standing {
+            // Nothing to claim: a lost lease is not replaced under running backends (a restart
+            // claims again), and claiming another id would only keep it from other servers.
+            if !BackgroundWorker::wait_latch(Some(Duration::from_secs(3600))) {
+                exit_for_restart();
+            }
+            continue;
         }
         let horizon_ms = shared::snowflake_state().stats().horizon_unix_ms;
         let sent_ms = clock::now_unix_ms();
@@ -245,6 +254,10 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             },
             lease_ms,
             horizon_ms,
+            fence_ms: match mode {
+                Mode::Auto => Some(sent_ms + lease_ms),
+                Mode::Fixed(_) => None,
+            },
         };
         let wait_ms = match registry.claim(&claim, &stop) {
             Ok(answer) => {
@@ -305,7 +318,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             }
             Err(failure) => {
                 if stop() {
-                    return;
+                    exit_for_restart();
                 }
                 standing = lease::decide_unanswered(mode, &standing, issue_unverified);
                 let what = match (&standing, mode) {
@@ -318,6 +331,10 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                     ),
                     (Standing::Unverified, Mode::Fixed(id)) => format!(
                         "could not verify worker id {id} in the registry; issuing ids on it anyway (idgen.unverified_worker_id = issue)"
+                    ),
+                    (Standing::Refused(r), _) if !matches!(r, Refusal::NeverVerified) => format!(
+                        "could not ask the registry again ({}; no snowflake id is issued)",
+                        refusal_text(r)
                     ),
                     _ => "could not claim a worker id in the registry; no snowflake id is issued until it answers".to_string(),
                 };
@@ -335,9 +352,16 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             }
         };
         if !BackgroundWorker::wait_latch(Some(Duration::from_millis(wait_ms))) {
-            return;
+            exit_for_restart();
         }
     }
+}
+
+/// Exits with code 1: PostgreSQL restarts a background worker that exits so (after its restart
+/// time), but unregisters one that exits with 0. A SIGTERM outside a shutdown
+/// (pg_terminate_backend, kill) must not leave the server without renewals.
+fn exit_for_restart() -> ! {
+    unsafe { pg_sys::proc_exit(1) }
 }
 
 /// Publishes a standing: the details first, then the permit (and worker id) that backends read.
@@ -356,15 +380,16 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
             Refusal::NeverVerified => (NEVER_VERIFIED, 0, NOTHING),
         },
     };
-    {
-        let mut info = INFO.exclusive();
-        info.standing = code;
-        info.worker_id = worker_id;
-        info.fence_ms = fence_ms;
-        details(&mut info);
-        if let Standing::Refused(Refusal::Conflict { other, .. }) = standing {
-            info.set_text(other);
-        }
+    // The permit changes under the lock, so that a backend that finds it closed and then
+    // reads the standing sees the standing that goes with it.
+    let mut info = INFO.exclusive();
+    info.standing = code;
+    info.worker_id = worker_id;
+    info.fence_ms = fence_ms;
+    details(&mut info);
+    // In a conflict the text names the other holder (the status view shows no error then).
+    if let Standing::Refused(Refusal::Conflict { other, .. }) = standing {
+        info.set_text(other);
     }
     if code == HOLDING {
         LEASED_WORKER
@@ -372,6 +397,7 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
             .store(u32::from(worker_id), Ordering::Relaxed);
     }
     PERMIT.get().store(fence_ms, Ordering::Release);
+    drop(info);
 }
 
 /// The server as people know it: cluster_name (or "postgres") @ host : port.

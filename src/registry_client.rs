@@ -79,6 +79,8 @@ pub struct Claim<'a> {
     pub worker_id: Option<u16>,
     pub lease_ms: u64,
     pub horizon_ms: u64,
+    /// The claimant's fence if the claim succeeds (its clock); None: not fenced (a fixed id).
+    pub fence_ms: Option<u64>,
 }
 
 impl Registry {
@@ -135,7 +137,9 @@ impl Registry {
         let values = [
             c"5".as_ptr(),
             self.application_name.as_ptr(),
-            c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s"
+            // A lease must survive the registry's crash: its commit is flushed whatever the
+            // registry's default.
+            c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s -c synchronous_commit=on"
                 .as_ptr(),
             self.conninfo.as_ptr(),
             ptr::null(),
@@ -220,23 +224,28 @@ impl Registry {
     }
 
     fn call(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Answer, Failure> {
-        let params: [CString; 5] = [
+        let params: [CString; 6] = [
             CString::new(claim.holder).unwrap_or_default(),
             CString::new(claim.holder_name.replace('\0', "")).unwrap_or_default(),
             CString::new(claim.worker_id.map(|w| w.to_string()).unwrap_or_default())
                 .unwrap_or_default(),
             CString::new(claim.lease_ms.to_string()).unwrap_or_default(),
             CString::new(claim.horizon_ms.to_string()).unwrap_or_default(),
+            CString::new(claim.fence_ms.map(|f| f.to_string()).unwrap_or_default())
+                .unwrap_or_default(),
         ];
         let mut values: Vec<*const c_char> = params.iter().map(|p| p.as_ptr()).collect();
         if claim.worker_id.is_none() {
             values[2] = ptr::null(); // SQL NULL: any free id
         }
+        if claim.fence_ms.is_none() {
+            values[5] = ptr::null();
+        }
         let sent = unsafe {
             pq::PQsendQueryParams(
                 self.conn,
-                c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, other_holder_name, other_lease_ends_ms FROM idgen_registry.claim($1, $2, $3::integer, $4::integer, $5::bigint)".as_ptr(),
-                5,
+                c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms FROM idgen_registry.claim($1, $2, $3::integer, $4::integer, $5::bigint, $6::bigint)".as_ptr(),
+                6,
                 ptr::null(),
                 values.as_ptr(),
                 ptr::null(),
@@ -250,7 +259,11 @@ impl Registry {
                 self.error_message()
             )));
         }
+        // Every result until the end of the query (a NULL), each only once libpq has it
+        // whole, so that no call blocks past the deadline; the first error wins, and an
+        // error after the rows (at commit) makes the claim a failure.
         let deadline = Instant::now() + CALL_DEADLINE;
+        let mut answer: Option<Result<Answer, Failure>> = None;
         loop {
             if unsafe { pq::PQconsumeInput(self.conn) } == 0 {
                 return Err(Failure::plain(format!(
@@ -258,26 +271,23 @@ impl Registry {
                     self.error_message()
                 )));
             }
-            if unsafe { pq::PQisBusy(self.conn) } == 0 {
-                break;
+            if unsafe { pq::PQisBusy(self.conn) } != 0 {
+                self.wait_socket(false, deadline, stop)?;
+                continue;
             }
-            self.wait_socket(false, deadline, stop)?;
-        }
-        let mut answer = Err(Failure::plain("the registry sent no result"));
-        loop {
             let res = unsafe { pq::PQgetResult(self.conn) };
             if res.is_null() {
                 break;
             }
-            if answer
-                .as_ref()
-                .is_err_and(|f| f.message == "the registry sent no result")
-            {
-                answer = read_result(res);
-            }
+            let this = read_result(res);
             unsafe { pq::PQclear(res) };
+            answer = match (answer, this) {
+                (None, this) => Some(this),
+                (Some(Ok(_)), Err(e)) => Some(Err(e)),
+                (kept, _) => kept,
+            };
         }
-        answer
+        answer.unwrap_or_else(|| Err(Failure::plain("the registry sent no result")))
     }
 }
 
@@ -299,7 +309,7 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
         return Err(match sqlstate.as_str() {
             // invalid_schema_name, undefined_function, undefined_table
             "3F000" | "42883" | "42P01" => Failure {
-                message: format!("the registry database has no idgen_registry schema ({message}): install sql/registry/idgen_registry.sql there"),
+                message: format!("the registry database has no idgen_registry schema of this idgen version ({message}): install sql/registry/idgen_registry.sql there"),
                 misconfigured: true,
             },
             "42501" => Failure {
@@ -345,6 +355,7 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
                 lease_ends_ms: number(2),
                 last_horizon_ms: number(3),
                 predecessor_ends_ms: number(4),
+                predecessor_fence_ms: number(5),
             },
         })
     };
@@ -354,8 +365,8 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
         Some("taken_over") => grant(How::TakenOver),
         Some("conflict") => Ok(Answer::Conflict {
             worker_id: worker()?,
-            other: text(5).unwrap_or_else(|| "another server".into()),
-            other_lease_ends_ms: number(6),
+            other: text(6).unwrap_or_else(|| "another server".into()),
+            other_lease_ends_ms: number(7),
         }),
         Some("exhausted") => Ok(Answer::Exhausted),
         other => Err(Failure::plain(format!(

@@ -358,7 +358,7 @@ unsafe extern "C-unwind" fn check_registry(
     match registry_client::check_conninfo(&text) {
         Ok(()) => true,
         Err(why) => unsafe {
-            if !pg_sys::IsUnderPostmaster {
+            if pg_sys::process_shared_preload_libraries_in_progress {
                 // postgresql.conf at start-up: PostgreSQL logs this and starts with the default
                 // (no registry), which would drop the check the operator asked for. Every
                 // process inherits the refusal, and snowflake_next() reports it.

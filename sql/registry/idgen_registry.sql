@@ -15,10 +15,18 @@
 -- it takes the table's lock only for the length of one claim, so an ordinary role can neither
 -- take a lease nor block one (it cannot call claim(), lock the table or read it).
 --
--- Times are the registry's clock, in Unix milliseconds: a lease ends lease_ends_ms after the
--- claim that granted it; an idgen server stops issuing at its own clock's claim time plus the
--- lease, and one that takes an id over resumes after the old lease's end plus its
--- idgen.max_clock_skew (see README, "Many servers").
+-- Times are Unix milliseconds. A lease ends lease_ends_ms (the registry's clock) after the claim
+-- that granted it. A holder with idgen.worker_id = auto is fenced: it reports fence_ms, the
+-- millisecond (its own clock) from which it issues nothing unless it renews; one with a fixed id
+-- is not (fence_ms NULL): it carries on while the registry is unreachable. A server that takes an
+-- id over resumes after the old holder's fence, its last horizon, and the old lease's end plus its
+-- own idgen.max_clock_skew (see README, "Many servers"). An unfenced lease that ended is never
+-- handed out to an automatic claim: its holder may still be issuing; only a server configured
+-- with that fixed id takes it over.
+--
+-- Give every server a registry role of its own: servers cloned from one base backup share a
+-- system identifier, and only the role tells them apart (the same system identifier under
+-- another role is a conflict).
 
 \set ON_ERROR_STOP on
 BEGIN;
@@ -51,29 +59,39 @@ CREATE TABLE idgen_registry.lease (
     -- When the lease of the holder before this one ended (0: none). A new holder resumes after
     -- it plus the clock-skew allowance, and after last_horizon_ms.
     predecessor_ends_ms bigint NOT NULL DEFAULT 0,
+    -- The holder's own fence (its clock): it issues nothing from this millisecond on unless
+    -- it renews. NULL: not fenced (a fixed worker id).
+    fence_ms            bigint,
+    -- The previous holder's last fence (0: none or unfenced).
+    predecessor_fence_ms bigint NOT NULL DEFAULT 0,
     claimed_at          timestamptz NOT NULL,
     renewed_at          timestamptz NOT NULL
 );
 REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
 
 -- Claims or renews a lease for holder p_holder: the fixed id p_worker_id, or (NULL) any id:
--- one this holder holds already, else one never leased, else the one whose lease ended longest
--- ago. Returns one row:
+-- one this holder holds already, else one never leased, else the fenced one whose lease ended
+-- longest ago. p_fence_ms: the claimant's fence if this claim succeeds (NULL: unfenced).
+-- p_horizon_ms: its durable horizon. Returns one row:
 --   outcome 'held'        the holder had it (a renewal, a restart, a promoted standby)
 --           'claimed'     a never-leased id
 --           'taken_over'  an id whose last lease (another holder's) has ended
 --           'conflict'    p_worker_id is held by another holder (other_*), or by this holder
 --                         through another registry role
 --           'exhausted'   no id is free (auto only)
---   lease_ends_ms, last_horizon_ms, predecessor_ends_ms: the lease as it now stands.
+--   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
+--   now stands.
+-- Callers run it in its own transaction (autocommit): the table lock it takes lasts until the
+-- caller commits, and lock_timeout keeps a member that holds it open from hanging the others.
 CREATE FUNCTION idgen_registry.claim(
     p_holder text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
-    p_horizon_ms bigint)
+    p_horizon_ms bigint, p_fence_ms bigint)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
-               predecessor_ends_ms bigint, other_holder_name text, other_lease_ends_ms bigint,
-               registry_now_ms bigint)
+               predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
+               other_lease_ends_ms bigint, registry_now_ms bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '2s'
 AS $claim$
 DECLARE
     now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
@@ -88,6 +106,17 @@ BEGIN
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
         RAISE EXCEPTION 'invalid lease length % ms', p_lease_ms
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Leases last 1 s to 1 h.';
+    END IF;
+    IF p_holder_name IS NULL OR length(p_holder_name) > 200 THEN
+        RAISE EXCEPTION 'invalid holder name: 1 to 200 characters are expected'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A horizon or fence far in the future would make the id unusable for everyone after.
+    IF coalesce(p_horizon_ms, 0) > now_ms + 600000 OR coalesce(p_fence_ms, 0) > now_ms + p_lease_ms + 600000 THEN
+        RAISE EXCEPTION 'horizon % or fence % ms is more than 10 minutes ahead of the registry''s clock (%)',
+            p_horizon_ms, p_fence_ms, now_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Check the clock of the server that claims (NTP).';
     END IF;
     IF p_worker_id IS NOT NULL AND p_worker_id NOT BETWEEN 0 AND 1023 THEN
         RAISE EXCEPTION 'worker id % is out of range 0..1023', p_worker_id
@@ -107,13 +136,14 @@ BEGIN
              ORDER BY g.i LIMIT 1;
         END IF;
         IF NOT FOUND THEN
+            -- Only fenced leases: an unfenced (fixed-id) holder may still be issuing.
             SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
-             WHERE l.lease_ends_ms < now_ms
+             WHERE l.lease_ends_ms < now_ms AND l.fence_ms IS NOT NULL AND l.holder <> p_holder
              ORDER BY l.lease_ends_ms, l.worker_id LIMIT 1;
         END IF;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'exhausted'::text, NULL::integer, NULL::bigint, NULL::bigint,
-                NULL::bigint, NULL::text, NULL::bigint, now_ms;
+                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms;
             RETURN;
         END IF;
     ELSE
@@ -123,30 +153,35 @@ BEGIN
     SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id;
     IF NOT FOUND THEN
         INSERT INTO idgen_registry.lease AS l (worker_id, holder, holder_name, holder_role,
-                lease_ends_ms, last_horizon_ms, predecessor_ends_ms, claimed_at, renewed_at)
+                lease_ends_ms, last_horizon_ms, predecessor_ends_ms, fence_ms, claimed_at, renewed_at)
         VALUES (id, p_holder, p_holder_name, who, now_ms + p_lease_ms,
-                GREATEST(coalesce(p_horizon_ms, 0), 0), 0, pg_catalog.now(), pg_catalog.now())
+                GREATEST(coalesce(p_horizon_ms, 0), 0), 0, p_fence_ms, pg_catalog.now(), pg_catalog.now())
         RETURNING * INTO row_;
         outcome := 'claimed';
     ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
         UPDATE idgen_registry.lease AS l
            SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + p_lease_ms),
                last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
+               fence_ms = CASE WHEN p_fence_ms IS NULL THEN NULL
+                               ELSE GREATEST(coalesce(l.fence_ms, 0), p_fence_ms) END,
                holder_name = p_holder_name, renewed_at = pg_catalog.now()
          WHERE l.worker_id = id
         RETURNING * INTO row_;
         outcome := 'held';
-    ELSIF row_.lease_ends_ms >= now_ms OR row_.holder = p_holder THEN
+    ELSIF row_.lease_ends_ms >= now_ms OR row_.holder = p_holder
+          OR (row_.fence_ms IS NULL AND p_worker_id IS NULL) THEN
         -- A live lease of another holder; or this holder's through another role, which only
         -- that role may renew.
-        RETURN QUERY SELECT 'conflict'::text, id, NULL::bigint, NULL::bigint, NULL::bigint,
+        RETURN QUERY SELECT 'conflict'::text, id, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
             row_.holder_name || ' (system identifier ' || row_.holder || ', registry role '
                 || row_.holder_role || ')', row_.lease_ends_ms, now_ms;
         RETURN;
     ELSE
         UPDATE idgen_registry.lease AS l
            SET holder = p_holder, holder_name = p_holder_name, holder_role = who,
-               predecessor_ends_ms = l.lease_ends_ms, lease_ends_ms = now_ms + p_lease_ms,
+               predecessor_ends_ms = l.lease_ends_ms,
+               predecessor_fence_ms = coalesce(l.fence_ms, 0), fence_ms = p_fence_ms,
+               lease_ends_ms = now_ms + p_lease_ms,
                last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
                claimed_at = pg_catalog.now(), renewed_at = pg_catalog.now()
          WHERE l.worker_id = id
@@ -154,17 +189,18 @@ BEGIN
         outcome := 'taken_over';
     END IF;
     RETURN QUERY SELECT outcome, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
-        row_.predecessor_ends_ms, NULL::text, NULL::bigint, now_ms;
+        row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms;
 END
 $claim$;
-REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint) TO idgen_fleet;
+REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint, bigint) TO idgen_fleet;
 
 -- Who holds which id, until when, and how far each id's holders have issued.
 CREATE VIEW idgen_registry.holders AS
 SELECT l.worker_id, l.holder, l.holder_name, l.holder_role,
        pg_catalog.to_timestamp(l.lease_ends_ms / 1000.0) AS lease_ends,
        l.lease_ends_ms >= pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000) AS live,
+       l.fence_ms IS NOT NULL AS fenced,
        CASE WHEN l.last_horizon_ms > 0 THEN pg_catalog.to_timestamp(l.last_horizon_ms / 1000.0) END AS last_horizon,
        l.claimed_at, l.renewed_at
   FROM idgen_registry.lease AS l;

@@ -106,7 +106,7 @@ pub(crate) fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .raise(),
         Refusal::Exhausted => e
             .detail("With idgen.worker_id = auto, each server leases one of the 1,024 worker ids; the lease of a server that is gone ends after idgen.lease, and its id is then free.")
-            .hint("See the view idgen_registry.holders in the registry for who holds them; restart this server once an id is free.")
+            .hint("See the view idgen_registry.holders in the registry for who holds them. This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
         Refusal::Lost { .. } => e
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
@@ -359,7 +359,10 @@ fn idgen_lease_status() -> TableIterator<
         ts(v.fence_ms),
         ts(v.last_renewal_ms),
         reachable.then_some(!v.failing),
-        (!v.text.is_empty() && v.failing).then(|| v.text.clone()),
+        (!v.text.is_empty()
+            && v.failing
+            && !matches!(v.standing, Standing::Refused(Refusal::Conflict { .. })))
+        .then(|| v.text.clone()),
     ))
 }
 
