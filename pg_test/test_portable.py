@@ -173,7 +173,7 @@ def labels(c, schema):
 def test_the_same_names_signatures_and_labels(both, pg_major):
     ext, port = labels(both, "public"), labels(both, "portable")
     only_extension = {"base62_encode_keyed(n bigint, width integer, alphabet text)",
-                      "base62_decode_keyed(code text, alphabet text)", "idgen_stats()",
+                      "base62_decode_keyed(code text, alphabet text)", "idgen_stats()", "idgen_lease_status()",
                       "snowflake_convert_column(tbl regclass, col name, drop_sequence boolean)",
                       "uuid_v7_convert_column(tbl regclass, col name)"}
     if pg_major < 18:

@@ -388,6 +388,21 @@ def test_a_promoted_standby_continues_its_primarys_lease_at_once(cluster_factory
     print(f"\npromoted standby issued its first id {took:.2f} s after promotion began")
 
 
+def test_a_promoted_standby_with_a_fixed_id_of_its_own_claims_its_own(cluster_factory, registry, tmp_path):
+    primary = member(cluster_factory, "primary", registry, worker_id=30)
+    assert first_ids(primary, 10)
+    standby = primary.base_backup(str(tmp_path / "standby"), worker_id=31)
+    standby.start()
+    cluster.wait_for_replay(primary, standby)
+    primary.stop("immediate")
+    standby.promote()
+    got = first_ids(standby, 100, timeout=25)
+    assert {worker_of(i) for i in got} == {31}
+    assert status(standby)["registry"] == "holding"
+    rows = registry.q("SELECT worker_id, holder FROM idgen_registry.holders ORDER BY worker_id", db="registry")
+    assert [w for w, _ in rows] == [30, 31] and rows[0][1] == rows[1][1], "one holder, two ids"
+
+
 # ---- bad settings, a broken registry ----------------------------------------------------------
 
 def test_a_password_in_the_registry_setting_is_refused(cluster_factory, registry):
