@@ -360,8 +360,11 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
 /// Exits with code 1: PostgreSQL restarts a background worker that exits so (after its restart
 /// time), but unregisters one that exits with 0. A SIGTERM outside a shutdown
 /// (pg_terminate_backend, kill) must not leave the server without renewals.
+// proc_exit() never returns; the bindings say so for some versions only.
+#[allow(unreachable_code)]
 fn exit_for_restart() -> ! {
-    unsafe { pg_sys::proc_exit(1) }
+    unsafe { pg_sys::proc_exit(1) };
+    unreachable!("proc_exit returned")
 }
 
 /// Publishes a standing: the details first, then the permit (and worker id) that backends read.
