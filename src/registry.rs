@@ -14,7 +14,7 @@ use pgrx::bgworkers::{
 };
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub const NO_LIMIT: u64 = u64::MAX;
@@ -107,9 +107,13 @@ impl Info {
 }
 
 /// Is a registry configured (and idgen preloaded)? Fixed when the server starts.
+/// (snowflake_next() asks per row: a flag the postmaster set, not the setting's text.)
 pub fn configured() -> bool {
-    shared::preloaded() && settings::registry().is_some()
+    CONFIGURED.load(Ordering::Relaxed)
 }
+
+/// Set in the postmaster while preloading when idgen.registry is set; inherited across fork.
+static CONFIGURED: AtomicBool = AtomicBool::new(false);
 
 /// From `_PG_init` while preloading: shared memory, and the worker when a registry is set.
 pub fn init() {
@@ -119,6 +123,7 @@ pub fn init() {
     if settings::registry().is_none() {
         return;
     }
+    CONFIGURED.store(true, Ordering::Relaxed);
     match settings::worker_mode() {
         Some(_) => BackgroundWorkerBuilder::new("idgen lease worker")
             .set_type("idgen lease worker")

@@ -257,18 +257,7 @@ fn idgen_stats() -> TableIterator<
         name!(horizon, Option<TimestampWithTimeZone>),
     ),
 > {
-    let may_read = unsafe {
-        pg_sys::has_privs_of_role(
-            pg_sys::GetUserId(),
-            pg_sys::Oid::from(pg_sys::ROLE_PG_MONITOR),
-        )
-    };
-    if !may_read {
-        error(errors::INSUFFICIENT_PRIVILEGE, "permission denied for function idgen_stats")
-            .detail("idgen_stats() shows how many ids this server has issued: activity data, for superusers and members of pg_monitor only.")
-            .hint("A superuser can GRANT pg_monitor TO the role that needs it.")
-            .raise();
-    }
+    check_monitor("idgen_stats", "how many ids this server has issued");
     // Also on a damaged horizon file or a conflicting epoch, which it helps diagnose: the
     // horizon is then NULL (none loaded).
     if !shared::preloaded() {
@@ -312,7 +301,10 @@ fn idgen_lease_status() -> TableIterator<
         name!(last_error, Option<String>),
     ),
 > {
-    check_monitor("idgen_lease_status");
+    check_monitor(
+        "idgen_lease_status",
+        "where this server's worker-id lease stands",
+    );
     if !shared::preloaded() {
         errors::not_preloaded("idgen_lease_status()");
     }
@@ -366,8 +358,9 @@ fn idgen_lease_status() -> TableIterator<
     ))
 }
 
+/// Activity data, as pg_stat_statements' figures: superusers and members of pg_monitor only.
 #[track_caller]
-fn check_monitor(function: &str) {
+fn check_monitor(function: &str, what: &str) {
     let may_read = unsafe {
         pg_sys::has_privs_of_role(
             pg_sys::GetUserId(),
@@ -376,7 +369,7 @@ fn check_monitor(function: &str) {
     };
     if !may_read {
         error(errors::INSUFFICIENT_PRIVILEGE, format!("permission denied for function {function}"))
-            .detail(format!("{function}() shows this server's activity: for superusers and members of pg_monitor only."))
+            .detail(format!("{function}() shows {what}: activity data, for superusers and members of pg_monitor only."))
             .hint("A superuser can GRANT pg_monitor TO the role that needs it.")
             .raise();
     }
