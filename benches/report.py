@@ -3,6 +3,8 @@ tested on its own (benches/test_report.py)."""
 import csv
 import os
 
+import nbtree_model
+
 # The first columns are fixed by the study's contract; more may follow.
 COLUMNS = [
     "strategy", "clients", "rows", "seconds", "rows_per_s",
@@ -12,13 +14,16 @@ COLUMNS = [
     # since 0.2.0: buffer I/O, for the curve against index size / shared_buffers (--sizes)
     "blks_read_per_1k_rows", "blks_written_per_1k_rows", "blks_evicted_per_1k_rows", "index_to_shared_buffers",
     "shared_buffers_bytes", "io_source",
+    # since 0.3.0: the pages added, counted apart (15 counted them as reads, writes and evictions)
+    "blks_extended_per_1k_rows",
 ]
 IO_COLUMNS = COLUMNS[COLUMNS.index("blks_read_per_1k_rows"):]
 INTS = {"clients", "rows", "leaf_splits", "upper_splits", "new_roots", "leaf_pages", "index_bytes",
         "table_bytes", "wal_bytes", "wal_fpi", "fpi_bytes", "tree_level", "batch", "checkpoints",
         "shared_buffers_bytes"}
 FLOATS = {"seconds", "rows_per_s", "avg_leaf_density", "leaf_fragmentation", "blks_read_per_1k_rows",
-          "blks_written_per_1k_rows", "blks_evicted_per_1k_rows", "index_to_shared_buffers"}
+          "blks_written_per_1k_rows", "blks_evicted_per_1k_rows", "index_to_shared_buffers",
+          "blks_extended_per_1k_rows"}
 BASELINE = "bigserial"
 
 
@@ -111,8 +116,9 @@ def _sanity_at(rows, strategies, clients, n, several):
         if r["leaf_pages"] != r["leaf_splits"] + 1:
             problems.append(f"{name}: {r['leaf_pages']} leaf pages after {r['leaf_splits']} leaf splits")
         if r.get("blks_read_per_1k_rows") is not None:
-            for k in ("blks_read_per_1k_rows", "blks_written_per_1k_rows", "blks_evicted_per_1k_rows"):
-                if r[k] < 0:
+            for k in ("blks_read_per_1k_rows", "blks_written_per_1k_rows", "blks_evicted_per_1k_rows",
+                      "blks_extended_per_1k_rows"):
+                if r.get(k) is not None and r[k] < 0:
                     problems.append(f"{name}: {k} is negative ({r[k]})")
             expected = r["index_bytes"] / r["shared_buffers_bytes"]
             if abs(r["index_to_shared_buffers"] - expected) > 1e-4 * max(expected, 1):
@@ -253,13 +259,15 @@ def io_section(rows):
         f"{_mb(rows[0]['shared_buffers_bytes']):.0f} MB. Counted from the CHECKPOINT before each run to one "
         "after it, so pages the run left dirty count as written.",
         "",
-        "| strategy | clients | rows | index / shared_buffers | read | written | evicted | rows/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| strategy | clients | rows | index / shared_buffers | read | written | evicted | extended | rows/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(rows, key=lambda r: (r["clients"], r["strategy"], r["rows"])):
+        ext = r.get("blks_extended_per_1k_rows")
         out.append(f"| {r['strategy']} | {r['clients']} | {r['rows']:,} | {r['index_to_shared_buffers']:.2f} "
                    f"| {r['blks_read_per_1k_rows']:.1f} | {r['blks_written_per_1k_rows']:.1f} "
-                   f"| {r['blks_evicted_per_1k_rows']:.1f} | {r['rows_per_s']:,.0f} |")
+                   f"| {r['blks_evicted_per_1k_rows']:.1f} | {'—' if ext is None else f'{ext:.1f}'} "
+                   f"| {r['rows_per_s']:,.0f} |")
     out += ["", "![buffer I/O per 1,000 rows against index size / shared_buffers](study_io.png)", "",
             io_curve(rows), ""]
     return out
@@ -377,3 +385,362 @@ def write_all(rows, meta, out_dir):
     chart(at_size(rows, sizes(rows)[-1]), os.path.join(out_dir, "study.png"))
     if has_io(rows):
         io_chart(rows, os.path.join(out_dir, "study_io.png"))
+
+
+# ---- the disorder axis (benches/run --disorder): DIR/disorder.csv, disorder.md, disorder.png ----
+
+DISORDER_COLUMNS = [
+    "strategy", "mitigation", "window_ms", "clients", "fillfactor", "rows", "batch", "checkpoints", "seconds",
+    "rows_per_s",
+    # measured disorder, from each row's arrival number and time stamped after the wait
+    "held_ms_mean", "late_rows_pct", "larger_before_mean", "larger_before_p50", "larger_before_p99",
+    "larger_before_max", "lateness_ms_p99", "lateness_ms_max",
+    # the index, as the server reports it
+    "leaf_splits", "leaf_pages", "avg_leaf_density", "leaf_fragmentation", "index_bytes", "table_bytes",
+    "wal_bytes", "wal_fpi",
+    # the model replaying the measured arrival order (nbtree_model.py)
+    "key_item_bytes", "leaf_capacity", "room_after_rightmost_split", "model_leaf_pages", "model_density",
+    "model_fragmentation", "model_rightmost_splits", "model_5050_splits", "late_keys_p50", "late_keys_p90",
+    "late_keys_max", "broken_splits_pct",
+    # REINDEX CONCURRENTLY after the unmitigated run at the widest window
+    "reindex_seconds", "reindex_wal_bytes", "density_after_reindex", "fragmentation_after_reindex",
+    "index_bytes_after_reindex",
+]
+DISORDER_TEXT = {"strategy", "mitigation"}
+DISORDER_FLOATS = {"window_ms", "seconds", "rows_per_s", "held_ms_mean", "late_rows_pct", "larger_before_mean",
+                   "lateness_ms_p99", "lateness_ms_max", "avg_leaf_density", "leaf_fragmentation", "model_density",
+                   "model_fragmentation", "broken_splits_pct", "reindex_seconds", "density_after_reindex",
+                   "fragmentation_after_reindex"}
+
+
+def write_disorder_csv(rows, path):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=DISORDER_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            missing = [k for k in DISORDER_COLUMNS if k not in r]
+            if missing:
+                raise ValueError(f"disorder row for {r.get('strategy')} lacks {missing}")
+            w.writerow({k: ("" if r[k] is None else f"{r[k]:.6g}" if k in DISORDER_FLOATS else r[k])
+                        for k in DISORDER_COLUMNS})
+
+
+def read_disorder_csv(path):
+    def typed(k, v):
+        if k in DISORDER_TEXT:
+            return v
+        if v == "":
+            return None
+        return float(v) if k in DISORDER_FLOATS else int(v)
+
+    with open(path, newline="") as f:
+        return [{k: typed(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def disorder_sanity(rows):
+    """Checks any real disorder run must pass; the list of problems (empty when sane)."""
+    problems = []
+    for r in rows:
+        name = f"{r['strategy']}/{r['window_ms']:g} ms/{r['clients']}/{r['mitigation']}"
+        if r["leaf_pages"] != r["leaf_splits"] + 1:
+            problems.append(f"{name}: {r['leaf_pages']} leaf pages after {r['leaf_splits']} leaf splits")
+        if r["held_ms_mean"] + 0.5 < r["window_ms"] * 0.8 and r["mitigation"] != "key made after the wait":
+            problems.append(f"{name}: rows were held {r['held_ms_mean']:.2f} ms on average, not about "
+                            f"{r['window_ms']:g} ms")
+        if not 0 <= r["late_rows_pct"] <= 100 or r["larger_before_max"] > r["rows"]:
+            problems.append(f"{name}: the measured disorder is impossible")
+    return problems
+
+
+def leaf_of(r):
+    return nbtree_model.Leaf(r["key_item_bytes"], r["fillfactor"])
+
+
+def expected_late(r):
+    """Late keys per rightmost split expected for the run's writers if waits dominated."""
+    return nbtree_model.expected_late_keys(r["clients"], leaf_of(r).right_after_rightmost_split)
+
+
+def off(r):
+    """A mark on a run whose model misses pgstatindex by more than 2 points."""
+    return " ‡" if abs(r["model_density"] - r["avg_leaf_density"]) > 2 else ""
+
+
+def _model_error(rows):
+    return max((abs(r["model_density"] - r["avg_leaf_density"]) for r in rows), default=0.0)
+
+
+def _curve_rows(rows):
+    return [r for r in rows if r["mitigation"] == "none"]
+
+
+def disorder_markdown(rows, meta, many_cores=None):
+    curve = _curve_rows(rows)
+    strategies = list(dict.fromkeys(r["strategy"] for r in rows))
+    clients = sorted({r["clients"] for r in curve})
+    widest = max(r["window_ms"] for r in curve)
+    out = [
+        "# Keys that arrive out of order: what concurrent writers do to a time-ordered B-tree",
+        "",
+        f"{meta['rows']:,} rows per run (rounded down to whole pgbench transactions), inserted by pgbench in "
+        f"transactions of up to {meta['batch']} rows; a fresh table per run, autovacuum off. Each row is held "
+        "between making its key and inserting it by a BEFORE INSERT trigger that sleeps an exponentially "
+        "distributed time whose mean is the window (pg_sleep: at least about a millisecond when it sleeps "
+        "at all); the trigger then stamps the row with an arrival number and time, from which the disorder "
+        "below is measured. The model column replays each run's measured arrival order into nbtree's split "
+        "rules (benches/nbtree_model.py) and predicts what pgstatindex reports.",
+        f"Server: {meta['server']} ({meta.get('settings', 'settings not recorded')}). Machine: {meta['machine']}. "
+        f"Command: `{meta['command']}`.",
+        "",
+    ]
+    for c in clients:
+        out += [
+            f"## The curve: {c} clients, fillfactor 90",
+            "",
+            "| strategy | window ms | held ms | rows late | larger keys before a row: mean / p99 / max "
+            "| late by (p99, ms) | late keys per rightmost split: p50 / p90 (expected; room) | such splits broken "
+            "| leaf density (model) | fragmentation (model) | index MB | rows/s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for s in strategies:
+            for r in sorted((r for r in curve if r["strategy"] == s and r["clients"] == c),
+                            key=lambda r: r["window_ms"]):
+                out.append(
+                    f"| {s} | {r['window_ms']:g} | {r['held_ms_mean']:.1f} | {r['late_rows_pct']:.1f} % "
+                    f"| {r['larger_before_mean']:.1f} / {r['larger_before_p99']:,} / {r['larger_before_max']:,} "
+                    f"| {r['lateness_ms_p99']:.1f} | {r['late_keys_p50']} / {r['late_keys_p90']} "
+                    f"({f'{expected_late(r):.0f}' if r['window_ms'] >= 1 else '—'}; "
+                    f"{r['room_after_rightmost_split']}) | {r['broken_splits_pct']:.0f} % "
+                    f"| {r['avg_leaf_density']:.1f} % ({r['model_density']:.1f} %){off(r)} "
+                    f"| {r['leaf_fragmentation']:.1f} % ({r['model_fragmentation']:.1f} %) "
+                    f"| {_mb(r['index_bytes']):.1f} | {r['rows_per_s']:,.0f} |")
+        out.append("")
+    close = [r for r in rows if not off(r)]
+    missed = [r for r in rows if off(r)]
+    out += [
+        f"The model's leaf density is within {_model_error(close):.1f} points of pgstatindex's in {len(close)} of "
+        f"{len(rows)} runs"
+        + (f"; ‡ marks the {len(missed)} where it misses by more than 2 points (at most "
+           f"{_model_error(missed):.1f}). There the order the model replays is not the order the keys reached the "
+           "index: the arrival stamp is taken in the trigger, and the heap insert comes between it and the index "
+           "insert, time in which a backend can be descheduled and passed by others. That happens when the "
+           "backends queue for the CPU rather than wait in the trigger (many clients, a short wait, on 2 cores), "
+           "and it is disorder the stamp cannot see, the kind a many-core machine makes without any wait"
+           if missed else "")
+        + ". *Expected*: what the formula in the explanation below gives for this many writers if the waits "
+        "dominated. *Late keys per rightmost split*: keys that sort left of a rightmost split's "
+        "boundary and arrive after it, so they land on its left page; *room*: how many of them that page "
+        "can take before it splits again; *broken*: the share of rightmost splits whose left page got more "
+        "than that and split 50:50.",
+        "",
+        "![leaf density and fragmentation against the measured disorder](disorder.png)",
+        "",
+    ]
+    out += disorder_writers(curve)
+    out += disorder_mitigations(rows, widest)
+    if many_cores:
+        out += [
+            "## For comparison: 16 cores, no added wait (another machine, idgen 0.1.0)",
+            "",
+            "Single-row INSERTs by that many pgbench clients for 10–15 s on a 16-core x86-64 machine with "
+            "PostgreSQL 18.6, then pgstatindex on the key; no trigger, so the disorder there is what the "
+            "scheduler makes between a key's DEFAULT and its index insert. Not measured with this script.",
+            "",
+            "| key | clients | leaf density | leaf fragmentation |",
+            "|---|---:|---:|---:|",
+        ]
+        out += [f"| {m['key']} | {m['clients']} | {m['density']} | {m['fragmentation']} |" for m in many_cores]
+        out.append("")
+    out += disorder_why(rows)
+    return "\n".join(out)
+
+
+def disorder_writers(curve):
+    """For each window run with several client counts: density against writers at once, beside the
+    late keys the formula expects and where it says splits break."""
+    out = []
+    for w in sorted({r["window_ms"] for r in curve}):
+        at = [r for r in curve if r["window_ms"] == w]
+        if w < 1 or len({r["clients"] for r in at}) < 3:
+            continue
+        out += [
+            f"## Writers at once, at {w:g} ms",
+            "",
+            "| strategy | writers | late keys per rightmost split: p50 (expected) | room | broken "
+            "| leaf density | fragmentation | predicted to break from |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in sorted(at, key=lambda r: (r["strategy"], r["clients"])):
+            out.append(f"| {r['strategy']} | {r['clients']} | {r['late_keys_p50']} ({expected_late(r):.0f}) "
+                       f"| {r['room_after_rightmost_split']} | {r['broken_splits_pct']:.0f} % "
+                       f"| {r['avg_leaf_density']:.1f} % | {r['leaf_fragmentation']:.1f} % "
+                       f"| {nbtree_model.writers_at_which_splits_break(leaf_of(r))} writers |")
+        out.append("")
+    return out
+
+
+def disorder_mitigations(rows, widest):
+    base = {r["strategy"]: r for r in rows
+            if r["mitigation"] == "none" and r["window_ms"] == widest and r.get("reindex_seconds") is not None}
+    if not base:
+        return []
+    out = [
+        f"## What a user can do: mitigations at the widest window ({widest:g} ms)",
+        "",
+        "Each against the unmitigated run of the same strategy (fillfactor 90, the most clients); "
+        "× columns are ratios to it. REINDEX CONCURRENTLY is measured on the unmitigated run's index after "
+        "the run: its WAL and time are what each rebuild costs.",
+        "",
+        "| strategy | mitigation | clients | leaf density | fragmentation | index MB | WAL MB | rows/s "
+        "| index × | WAL × | rows/s × |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s, b in base.items():
+        out.append(f"| {s} | none | {b['clients']} | {b['avg_leaf_density']:.1f} % | {b['leaf_fragmentation']:.1f} % "
+                   f"| {_mb(b['index_bytes']):.1f} | {_mb(b['wal_bytes']):.1f} | {b['rows_per_s']:,.0f} "
+                   "| 1.00 | 1.00 | 1.00 |")
+        out.append(f"| {s} | REINDEX CONCURRENTLY after | {b['clients']} | {b['density_after_reindex']:.1f} % "
+                   f"| {b['fragmentation_after_reindex']:.1f} % | {_mb(b['index_bytes_after_reindex']):.1f} "
+                   f"| +{_mb(b['reindex_wal_bytes']):.1f} in {b['reindex_seconds']:.1f} s | — "
+                   f"| {b['index_bytes_after_reindex'] / b['index_bytes']:.2f} "
+                   f"| {(b['wal_bytes'] + b['reindex_wal_bytes']) / b['wal_bytes']:.2f} | — |")
+        for r in rows:
+            if r["strategy"] != s or r["mitigation"] == "none":
+                continue
+            out.append(f"| {s} | {r['mitigation']} | {r['clients']} | {r['avg_leaf_density']:.1f} % "
+                       f"| {r['leaf_fragmentation']:.1f} % | {_mb(r['index_bytes']):.1f} | {_mb(r['wal_bytes']):.1f} "
+                       f"| {r['rows_per_s']:,.0f} | {r['index_bytes'] / b['index_bytes']:.2f} "
+                       f"| {r['wal_bytes'] / b['wal_bytes']:.2f} | {r['rows_per_s'] / b['rows_per_s']:.2f} |")
+    out.append("")
+    return out
+
+
+def disorder_why(rows):
+    """The explanation, with this run's own numbers for each key size."""
+    i8, u = nbtree_model.Leaf(nbtree_model.item_bytes(8), 90), nbtree_model.Leaf(nbtree_model.item_bytes(16), 90)
+    sizes_ = {}
+    for r in rows:
+        if r["fillfactor"] == 90:
+            sizes_.setdefault(r["key_item_bytes"], r)
+    parts = ", ".join(f"{r['leaf_capacity']} keys of {r['key_item_bytes']} bytes (index tuple and line pointer) "
+                      f"with room for {r['room_after_rightmost_split']} late ones" for r in sizes_.values())
+    return [
+        "## Why: what nbtree does with a late key",
+        "",
+        "- **An ordered key splits the rightmost leaf at the fillfactor.** Every new key is the largest, so it "
+        "goes to the rightmost leaf (nbtinsert.c caches that leaf and skips the descent: the fastpath). When "
+        "the leaf is full, `_bt_findsplitloc` (nbtsplitloc.c) sees it is the rightmost page and splits it so "
+        "that the left page keeps the leaf fillfactor (90 %) and the new rightmost page the few largest keys. "
+        "The left page is never inserted into again, so the tree ends ~90 % full, its pages in block order.",
+        f"- **A late key lands left of that split.** A key made before the split's boundary key but inserted "
+        f"after the split belongs on the left page, which has only the fillfactor's 10 % free: here {parts}. "
+        "If more late keys arrive than fit, the left page splits again — and it is no longer the rightmost "
+        "page, so the split balances free space 50:50 (the \"split after the new item\" heuristic that "
+        "would do better is not used for a single-column index: `_bt_afternewitemoff`). Both halves are "
+        "left behind the advancing right edge, so neither is ever filled again: they stay ~50 % full plus "
+        "the few late keys that followed. The new right half takes a new block at the end of the file "
+        "while its right sibling sits at a lower block, so pgstatindex counts it as fragmented.",
+        "- **Where it starts.** Every late key was made before the split and inserted after it, so it was in "
+        "flight at the split: there are never more late keys for one split than writers at once (minus the "
+        "one that split). So fewer writers than the room can never break a split, whatever the wait. With more, "
+        "what counts is how many of their keys in flight are older than the split's boundary key, the smallest "
+        f"of the {i8.right_after_rightmost_split} ({u.right_after_rightmost_split} for UUIDs) largest keys "
+        "inserted. When each writer holds its key an exponentially distributed time, a key in flight has an "
+        "exponential age, and with W writers and R keys on the new rightmost page the late keys per split come "
+        "to W·e^(−u), where u − 1 + e^(−u) = R/W (`nbtree_model.expected_late_keys`). The mean wait cancels "
+        "out: once the wait is most of the time between making a key and inserting it, only the number of "
+        "writers and the page decide. The typical split breaks once W·e^(−u) passes the room: at "
+        f"{nbtree_model.writers_at_which_splits_break(i8)} writers for 8-byte keys and "
+        f"{nbtree_model.writers_at_which_splits_break(u)} for UUIDs at fillfactor 90 "
+        f"({nbtree_model.writers_at_which_splits_break(nbtree_model.Leaf(i8.item, 70))} and "
+        f"{nbtree_model.writers_at_which_splits_break(nbtree_model.Leaf(u.item, 70))} at fillfactor 70). "
+        "As a fraction of a leaf: the late keys in flight must stay under the fillfactor's free tenth of it. "
+        "A 16-byte key (UUID) fits fewer keys per leaf, so its room is smaller — "
+        f"{nbtree_model.Leaf(nbtree_model.item_bytes(16), 90).room_after_rightmost_split} against "
+        f"{nbtree_model.Leaf(nbtree_model.item_bytes(8), 90).room_after_rightmost_split} at fillfactor 90 — "
+        "and it breaks at fewer writers than an 8-byte key. A lower "
+        "fillfactor gives the left page more room (fillfactor 70: "
+        f"{nbtree_model.Leaf(nbtree_model.item_bytes(8), 70).room_after_rightmost_split} and "
+        f"{nbtree_model.Leaf(nbtree_model.item_bytes(16), 70).room_after_rightmost_split}) for a less dense "
+        "tree from the start.",
+        "",
+    ]
+
+
+def disorder_chart(rows, path):
+    """Leaf density and fragmentation against the measured disorder (mean larger keys before a row),
+    one line per strategy and client count; the model's figures dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = _curve_rows(rows)
+    if len({r["window_ms"] for r in curve}) == 1 and len({r["clients"] for r in curve}) > 1:
+        return writers_chart(curve, path)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    lines = list(dict.fromkeys((r["strategy"], r["clients"]) for r in curve))
+    for ax, (key, model, title) in zip(axes, [("avg_leaf_density", "model_density", "average leaf density (%)"),
+                                              ("leaf_fragmentation", "model_fragmentation",
+                                               "leaf fragmentation (%)")], strict=True):
+        for i, (s, c) in enumerate(lines):
+            pts = sorted((r for r in curve if r["strategy"] == s and r["clients"] == c),
+                         key=lambda r: r["larger_before_mean"])
+            xs = [max(p["larger_before_mean"], 0.01) for p in pts]
+            ax.plot(xs, [p[key] for p in pts], marker="o", color=colors[i % len(colors)], label=f"{s}, {c} clients")
+            ax.plot(xs, [p[model] for p in pts], linestyle=":", color=colors[i % len(colors)])
+        ax.set_xscale("log")
+        ax.set_xlabel("measured disorder: larger keys inserted before a row, mean")
+        ax.set_title(title + "; dotted: the model")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Keys that arrive out of order")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def writers_chart(curve, path):
+    """One window, several client counts: density and fragmentation against writers at once, the
+    formula's break for each strategy's key size a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    strategies = list(dict.fromkeys(r["strategy"] for r in curve))
+    for ax, (key, title) in zip(axes, [("avg_leaf_density", "average leaf density (%)"),
+                                       ("leaf_fragmentation", "leaf fragmentation (%)")], strict=True):
+        for i, s in enumerate(strategies):
+            pts = sorted((r for r in curve if r["strategy"] == s), key=lambda r: r["clients"])
+            ax.plot([p["clients"] for p in pts], [p[key] for p in pts], marker="o", color=colors[i % len(colors)],
+                    label=s)
+            ax.axvline(nbtree_model.writers_at_which_splits_break(leaf_of(pts[0])), color=colors[i % len(colors)],
+                       linestyle="--", linewidth=0.8)
+        ax.set_xlabel(f"writers at once (each row held {curve[0]['window_ms']:g} ms on average)")
+        ax.set_title(title + "; dashed: predicted break")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Keys that arrive out of order: how many writers it takes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def read_many_cores(path):
+    """The 16-core points kept beside the results (key, clients, density, fragmentation)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_disorder(rows, meta, out_dir, many_cores=None):
+    os.makedirs(out_dir, exist_ok=True)
+    write_disorder_csv(rows, os.path.join(out_dir, "disorder.csv"))
+    with open(os.path.join(out_dir, "disorder.md"), "w") as f:
+        f.write(disorder_markdown(rows, meta, many_cores))
+    disorder_chart(rows, os.path.join(out_dir, "disorder.png"))

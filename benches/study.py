@@ -5,9 +5,10 @@ position and counters, pgbench inserting exactly --rows rows in all, then the fi
 splits from this index's own WAL records (pg_walinspect, filtered on its relfilenode; leaf =
 level 0), density and fragmentation from pgstatindex, sizes from pg_relation_size, WAL bytes from
 the LSN difference, full-page images from pg_stat_wal and their bytes from pg_walinspect.
-Buffer I/O per 1,000 rows (blocks read, written, evicted; pg_stat_io on 16 and later, on 15 what
-it offers: IO_SOURCE) and the index's size relative to shared_buffers, with --sizes, draw how each
-key's cost grows once its index outgrows the buffer cache.
+Buffer I/O per 1,000 rows (blocks read, written, evicted, and the pages added; pg_stat_io on 16 and
+later, on 15 what it offers less the pages added, which it counts as reads, writes and allocations:
+IO_SOURCE) and the index's size relative to shared_buffers, with --sizes, draw how each key's cost
+grows once its index outgrows the buffer cache.
 Each run is cut into --checkpoints + 1 equal pgbench segments with a CHECKPOINT between them,
 the same for every strategy, so the full-page images that follow checkpoints are compared fairly
 (the checkpoints themselves are not timed). A physical replication slot holds the run's WAL
@@ -34,6 +35,7 @@ class Strategy:
     sequence: str | None
     script: str
     requires: str | None = None  # a function the server must have, e.g. pg_catalog.uuidv7()
+    expr: str | None = None  # the key's expression, for the disorder study's key made after the delay
 
     @property
     def insert_sql(self):
@@ -48,10 +50,11 @@ def load_strategies(names=None):
             continue
         path = os.path.join(STRATEGY_DIR, fn)
         with open(path) as f:
-            header = dict(re.findall(r"^-- (key|sequence|requires): (.+)$", f.read(), re.M))
+            header = dict(re.findall(r"^-- (key|sequence|requires|expr): (.+)$", f.read(), re.M))
         if "key" not in header:
             raise pgconn.BenchError(f"{path} has no '-- key: <column type>' line")
-        found[fn[:-4]] = Strategy(fn[:-4], header["key"], header.get("sequence"), path, header.get("requires"))
+        found[fn[:-4]] = Strategy(fn[:-4], header["key"], header.get("sequence"), path, header.get("requires"),
+                                  header.get("expr"))
     names = names or [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
     unknown = [n for n in names if n not in found]
     if unknown:
@@ -110,11 +113,18 @@ def segments(total, parts):
 
 
 IO_SOURCE = {
-    16: "pg_stat_io, object relation, every process: blocks read, written and evicted",
-    15: "pg_statio_user_tables (blocks read into buffers for the table and its index), pg_stat_bgwriter "
-        "(blocks written: checkpoint + background writer + backends; evicted: buffers_alloc, every "
-        "buffer handed out, an upper bound once shared_buffers is full)",
+    16: "pg_stat_io, object relation, every process: blocks read, written and evicted; extended: the pages "
+        "the run added to the table and its index (their growth)",
+    15: "pg_statio_user_tables (blocks read for the table and its index), pg_stat_bgwriter (written: checkpoint "
+        "+ background writer + backends; evicted: buffers_alloc, every buffer handed out, an upper bound on "
+        "evictions once shared_buffers is full), each less the pages the run added to the table and its index "
+        "(extended, from their growth), which 15 counts as a read, a backend write and an allocation each",
 }
+
+
+def relation_pages(cur):
+    """The table's and its index's pages, every fork."""
+    return pgconn.one(cur, "SELECT (pg_table_size('idgen_study') + pg_indexes_size('idgen_study')) / 8192")[0]
 
 
 def io_counters(cur):
@@ -138,14 +148,19 @@ def io_counters(cur):
     return IO_SOURCE[15], (int(read), int(written), int(allocated))
 
 
-def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
+def run_one(conn, strategy, clients, rows, batch, checkpoints, label, *, columns="", fillfactor=None, setup=()):
+    """One measured run. The disorder study adds `columns` to the table, the key index's
+    fillfactor, and `setup` statements (its trigger) run after the table is made."""
     cur = conn.cursor()
     cur.execute("DROP TABLE IF EXISTS idgen_study")
     cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
     if strategy.sequence:
         cur.execute(f"CREATE SEQUENCE idgen_study_seq {strategy.sequence}")
-    cur.execute(f"CREATE TABLE idgen_study (id {strategy.key_ddl} PRIMARY KEY, payload text NOT NULL) "
-                "WITH (autovacuum_enabled = off)")
+    index_with = f" WITH (fillfactor = {int(fillfactor)})" if fillfactor else ""
+    cur.execute(f"CREATE TABLE idgen_study (id {strategy.key_ddl} PRIMARY KEY{index_with}, payload text NOT NULL"
+                f"{columns}) WITH (autovacuum_enabled = off)")
+    for sql in setup:
+        cur.execute(sql)
     filenode, db_oid = pgconn.one(cur, "SELECT pg_relation_filenode('idgen_study_pkey'), "
                                        "(SELECT oid FROM pg_database WHERE datname = current_database())")
     # The slot holds this run's WAL until it has been read, and no longer.
@@ -159,6 +174,7 @@ def run_one(conn, strategy, clients, rows, batch, checkpoints, label):
 def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid):
     cur.execute("CHECKPOINT")
     _, io_before = io_counters(cur)
+    pages_before = relation_pages(cur)
     start_lsn = pgconn.one(cur, "SELECT pg_current_wal_insert_lsn()")[0]
     cur.execute("SELECT pg_stat_force_next_flush()")
     fpi_before = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
@@ -193,6 +209,9 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     time.sleep(1.0)
     io_source, io_after = io_counters(cur)
     io = [after - before for after, before in zip(io_after, io_before, strict=True)]
+    extended = relation_pages(cur) - pages_before
+    if io_source == IO_SOURCE[15]:
+        io = [n - extended for n in io]
     shared_buffers = pgconn.one(cur, "SELECT pg_size_bytes(current_setting('shared_buffers'))")[0]
     count = pgconn.one(cur, "SELECT count(*) FROM idgen_study")[0]
     if count != rows:
@@ -223,7 +242,8 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
         "wal_fpi": fpi_after - fpi_before, "fpi_bytes": int(fpi_bytes), "tree_level": tree_level, "batch": batch,
         "checkpoints": checkpoints,
         "blks_read_per_1k_rows": io[0] * 1000 / rows, "blks_written_per_1k_rows": io[1] * 1000 / rows,
-        "blks_evicted_per_1k_rows": io[2] * 1000 / rows, "index_to_shared_buffers": index_bytes / shared_buffers,
+        "blks_evicted_per_1k_rows": io[2] * 1000 / rows, "blks_extended_per_1k_rows": extended * 1000 / rows,
+        "index_to_shared_buffers": index_bytes / shared_buffers,
         "shared_buffers_bytes": int(shared_buffers), "io_source": io_source,
     }
 
@@ -279,9 +299,11 @@ def run(strategies, clients_list, sizes, batch, checkpoints, named=False, on_row
     finally:
         cur.execute("DROP TABLE IF EXISTS idgen_study")
         cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
-    version = pgconn.server_build(cur)
-    settings = ", ".join(f"{name} {value}" for name, value in (
-        (n, pgconn.one(cur, "SELECT current_setting(%s)", (n,))[0])
-        for n in ("shared_buffers", "max_wal_size", "checkpoint_timeout", "full_page_writes", "synchronous_commit")))
+    version, settings = pgconn.server_build(cur), server_settings(cur)
     conn.close()
     return results, version, settings
+
+
+def server_settings(cur, names=("shared_buffers", "max_wal_size", "checkpoint_timeout", "full_page_writes",
+                                "synchronous_commit")):
+    return ", ".join(f"{n} {pgconn.one(cur, 'SELECT current_setting(%s)', (n,))[0]}" for n in names)

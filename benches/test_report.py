@@ -20,7 +20,7 @@ def row(strategy, clients=1, **over):
         "wal_fpi": 10, "fpi_bytes": 81_920, "tree_level": 1, "batch": 100, "checkpoints": 4,
         "blks_read_per_1k_rows": 0.5, "blks_written_per_1k_rows": 12.0, "blks_evicted_per_1k_rows": 0.0,
         "index_to_shared_buffers": 0.1, "shared_buffers_bytes": 1_000_000,
-        "io_source": "pg_stat_io",
+        "io_source": "pg_stat_io", "blks_extended_per_1k_rows": 0.2,
     }
     base.update(over)
     return base
@@ -179,7 +179,7 @@ class IoCurveTest(unittest.TestCase):
         text = report.markdown(rows, {**ReportTest.META, "sizes": [1000, 4000, 16000]})
         self.assertIn("## 1 client, 16,000 rows", text)
         self.assertIn("## Buffer I/O as the index grows", text)
-        self.assertIn("| uuid_v4 | 1 | 16,000 | 4.80 | 310.0 | 12.0 | 465.0 | 125 |", text)
+        self.assertIn("| uuid_v4 | 1 | 16,000 | 4.80 | 310.0 | 12.0 | 465.0 | 0.2 | 125 |", text)
         self.assertIn("![buffer I/O per 1,000 rows against index size / shared_buffers](study_io.png)", text)
         with tempfile.TemporaryDirectory() as d:
             report.io_chart(rows, os.path.join(d, "io.png"))
@@ -200,3 +200,117 @@ class IoCurveTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def disorder_row(strategy="snowflake", window=40.0, clients=200, mitigation="none", **over):
+    base = {
+        "strategy": strategy, "mitigation": mitigation, "window_ms": window, "clients": clients, "fillfactor": 90,
+        "rows": 20000, "batch": 10, "checkpoints": 0, "seconds": 7.0, "rows_per_s": 2800.0,
+        "held_ms_mean": window + 1.0, "late_rows_pct": 90.0, "larger_before_mean": 86.5, "larger_before_p50": 40,
+        "larger_before_p99": 640, "larger_before_max": 1500, "lateness_ms_p99": 180.0, "lateness_ms_max": 400.0,
+        "leaf_splits": 96, "leaf_pages": 97, "avg_leaf_density": 57.4, "leaf_fragmentation": 46.5,
+        "index_bytes": 800_000, "table_bytes": 1_500_000, "wal_bytes": 4_000_000, "wal_fpi": 0,
+        "key_item_bytes": 20, "leaf_capacity": 407, "room_after_rightmost_split": 40, "model_leaf_pages": 97,
+        "model_density": 57.3, "model_fragmentation": 46.5, "model_rightmost_splits": 50, "model_5050_splits": 46,
+        "late_keys_p50": 80, "late_keys_p90": 92, "late_keys_max": 120, "broken_splits_pct": 89.0,
+        "reindex_seconds": None, "reindex_wal_bytes": None, "density_after_reindex": None,
+        "fragmentation_after_reindex": None, "index_bytes_after_reindex": None,
+    }
+    base.update(over)
+    return base
+
+
+def disorder_sample():
+    return [
+        disorder_row(window=0.0, held_ms_mean=0.0, avg_leaf_density=89.5, model_density=88.0, leaf_fragmentation=0.0,
+                     model_fragmentation=0.0, leaf_pages=55, leaf_splits=54),
+        disorder_row(reindex_seconds=0.2, reindex_wal_bytes=500_000, density_after_reindex=89.5,
+                     fragmentation_after_reindex=0.0, index_bytes_after_reindex=520_000),
+        disorder_row(mitigation="fillfactor 70", fillfactor=70, avg_leaf_density=78.2, leaf_fragmentation=0.0,
+                     model_density=78.0, model_fragmentation=0.0, index_bytes=600_000, rows_per_s=2700.0),
+    ]
+
+
+class DisorderTest(unittest.TestCase):
+    def test_round_trip_keeps_types_values_and_empty_cells(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "disorder.csv")
+            report.write_disorder_csv(disorder_sample(), path)
+            back = report.read_disorder_csv(path)
+        self.assertEqual(back, disorder_sample())
+        self.assertIsNone(back[0]["reindex_seconds"])
+        self.assertIsInstance(back[1]["reindex_wal_bytes"], int)
+
+    def test_a_row_without_a_measure_is_refused(self):
+        bad = disorder_row()
+        del bad["late_keys_p90"]
+        with tempfile.TemporaryDirectory() as d, self.assertRaises(ValueError):
+            report.write_disorder_csv([bad], os.path.join(d, "disorder.csv"))
+
+    def test_the_report_shows_the_curve_the_mitigations_against_the_unmitigated_run_and_why(self):
+        meta = {"rows": 20000, "batch": 10, "server": "PostgreSQL 15", "machine": "2 CPUs", "command": "benches/run"}
+        text = report.disorder_markdown(disorder_sample(), meta, [{"key": "uuid_v7", "clients": "64",
+                                                                  "density": "64.7 %", "fragmentation": "35.4 %"}])
+        self.assertIn("## The curve: 200 clients, fillfactor 90", text)
+        self.assertIn("| snowflake | 40 | 41.0 | 90.0 % | 86.5 / 640 / 1,500 | 180.0 | 80 / 92 (97; 40) | 89 % "
+                      "| 57.4 % (57.3 %) | 46.5 % (46.5 %) |", text)
+        # fillfactor 70: index 600,000 / 800,000 bytes, rows/s 2,700 / 2,800
+        self.assertIn("| snowflake | fillfactor 70 | 200 | 78.2 % | 0.0 % | 0.6 | 3.8 | 2,700 | 0.75 | 1.00 | 0.96 |",
+                      text)
+        self.assertIn("| snowflake | REINDEX CONCURRENTLY after | 200 | 89.5 % | 0.0 % | 0.5 | +0.5 in 0.2 s", text)
+        self.assertIn("| uuid_v7 | 64 | 64.7 % | 35.4 % |", text)
+        self.assertIn("within 1.5 points of pgstatindex's in 3 of 3 runs", text)
+        self.assertIn("| snowflake | 0 | 0.0 | 90.0 % | 86.5 / 640 / 1,500 | 180.0 | 80 / 92 (—; 40) |", text)
+        self.assertIn("at 111 writers for 8-byte keys and 81 for UUIDs at fillfactor 90", text)
+        missed = report.disorder_markdown([disorder_row(model_density=68.0)], meta)
+        self.assertIn("| 57.4 % (68.0 %) ‡ |", missed)
+        self.assertIn("in 0 of 1 runs; ‡ marks the 1 where it misses by more than 2 points (at most 10.6)", missed)
+        self.assertIn("room is smaller — 29 against 40 at fillfactor 90", text)
+
+    def test_sanity_catches_a_split_count_that_disagrees_and_a_wait_that_did_not_happen(self):
+        self.assertEqual(report.disorder_sanity(disorder_sample()), [])
+        problems = report.disorder_sanity([disorder_row(leaf_pages=90), disorder_row(held_ms_mean=3.0)])
+        self.assertEqual(len(problems), 2, problems)
+        self.assertIn("90 leaf pages after 96 leaf splits", problems[0])
+        self.assertIn("held 3.00 ms on average", problems[1])
+
+    def test_the_chart_is_drawn(self):
+        with tempfile.TemporaryDirectory() as d:
+            report.write_disorder(disorder_sample(), {"rows": 20000, "batch": 10, "server": "s", "machine": "m",
+                                                      "command": "c"}, d)
+            self.assertGreater(os.path.getsize(os.path.join(d, "disorder.png")), 10_000)
+            self.assertTrue(os.path.exists(os.path.join(d, "disorder.md")))
+
+
+class ExtendedTest(unittest.TestCase):
+    def test_a_csv_from_before_the_extended_column_reads_and_renders_it_as_a_dash(self):
+        rows = sample()
+        for r in rows:
+            del r["blks_extended_per_1k_rows"]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "results.csv")
+            with open(path, "w", newline="") as f:
+                w = report.csv.DictWriter(f, fieldnames=[c for c in report.COLUMNS if c != "blks_extended_per_1k_rows"])
+                w.writeheader()
+                w.writerows(rows)
+            back = report.read_csv(path)
+        self.assertIsNone(back[0]["blks_extended_per_1k_rows"])
+        self.assertIn("| 0.5 | 12.0 | 0.0 | — | 500 |", "\n".join(report.io_section(back)))
+        self.assertEqual(report.sanity(back, ["bigserial", "uuid_v4", "snowflake"], [1, 8]), [])
+
+
+class WritersTest(unittest.TestCase):
+    def test_one_window_and_several_writer_counts_get_the_writers_table_and_chart(self):
+        rows = [disorder_row(window=10.0, clients=c, strategy=s, key_item_bytes=item,
+                             room_after_rightmost_split=room, late_keys_p50=late)
+                for s, item, room in (("snowflake", 20, 40), ("uuid_v7", 28, 29))
+                for c, late in ((64, 15), (112, 40), (160, 60))]
+        text = report.disorder_markdown(rows, {"rows": 20000, "batch": 10, "server": "s", "machine": "m",
+                                               "command": "c"})
+        self.assertIn("## Writers at once, at 10 ms", text)
+        self.assertIn("| snowflake | 64 | 15 (16) | 40 | 89 % | 57.4 % | 46.5 % | 111 writers |", text)
+        self.assertIn("| uuid_v7 | 160 | 60 (80) | 29 |", text)
+        self.assertIn("| uuid_v7 | 64 | 15 (20) | 29 | 89 % | 57.4 % | 46.5 % | 81 writers |", text)
+        with tempfile.TemporaryDirectory() as d:
+            report.disorder_chart(rows, os.path.join(d, "w.png"))
+            self.assertGreater(os.path.getsize(os.path.join(d, "w.png")), 10_000)

@@ -39,6 +39,15 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
     assert len(rows) == 2 * len(strategies)
     # every strategy, splits = leaf pages - 1, uuid_v4 sparser, larger, more full-page images
     assert report.sanity(rows, strategies, [1, 2]) == []
+    # An index far inside shared_buffers reads nothing: the pages it adds are counted apart, on 15
+    # too (whose pg_statio counts each new page as a block read: 10 per 1,000 rows here before
+    # they were taken out). 16+ evict nothing either; 15's "evicted" is buffers_alloc, which also
+    # counts the catalog pages a fresh server's first connections bring in (an upper bound).
+    for r in rows:
+        if r["strategy"] == "bigserial":
+            assert r["index_to_shared_buffers"] < 0.1 and r["blks_extended_per_1k_rows"] > 5, r
+            assert r["blks_read_per_1k_rows"] < 1, r
+            assert pg_major == 15 or r["blks_evicted_per_1k_rows"] < 1, r
 
 
 def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(module_factory, tmp_path):
@@ -66,6 +75,39 @@ def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(
     assert (out / "study_io.png").stat().st_size > 10_000
     text = (out / "report.md").read_text()
     assert "## Buffer I/O as the index grows" in text and "**uuid_v4**, 1 client:" in text
+
+
+def test_a_wide_disorder_window_leaves_ordered_keys_leaves_half_empty_as_the_model_predicts(module_factory, tmp_path):
+    """--disorder at a tiny scale: 200 writers holding each row 40 ms on average between making its
+    snowflake key and inserting it leave the leaves far less dense and out of order, against the
+    same writers with no wait; the measured disorder says the rows arrived late, and the model,
+    replaying the measured arrival order, lands within two points of pgstatindex."""
+    c = module_factory("study-disorder", conf=["max_connections = 250"])
+    missing = [e for e in ("pg_walinspect", "pgstattuple")
+               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
+    if missing:
+        pytest.skip(f"this server build has no contrib modules {', '.join(missing)}")
+    out = tmp_path / "disorder"
+    rc, log = run_study(c, "--disorder", "0,40", "--strategies", "snowflake", "--rows", "20000",
+                        "--checkpoints", "0", "--out", str(out))
+    assert rc == 0, log
+    rows = {r["window_ms"]: r for r in report.read_disorder_csv(str(out / "disorder.csv"))}
+    assert sorted(rows) == [0.0, 40.0], rows
+    assert report.disorder_sanity(list(rows.values())) == []
+    calm, wide = rows[0.0], rows[40.0]
+    assert wide["held_ms_mean"] > 30 and wide["late_rows_pct"] > 50, wide
+    assert wide["avg_leaf_density"] < calm["avg_leaf_density"] - 15, (calm, wide)
+    assert wide["leaf_fragmentation"] > calm["leaf_fragmentation"] + 20, (calm, wide)
+    assert abs(wide["model_density"] - wide["avg_leaf_density"]) < 2, wide
+    assert wide["late_keys_p50"] > wide["room_after_rightmost_split"] == 40, wide
+    text = (out / "disorder.md").read_text()
+    assert "## Why: what nbtree does with a late key" in text and (out / "disorder.png").stat().st_size > 10_000
+
+
+def test_the_disorder_study_asks_for_enough_connections(study_server, tmp_path):
+    rc, log = run_study(study_server, "--disorder", "0", "--strategies", "snowflake", "--rows", "100",
+                        "--out", str(tmp_path))
+    assert rc == 2 and "max_connections is 40: 200 pgbench clients" in log, log
 
 
 def test_the_study_refuses_a_role_that_is_not_a_superuser(study_server, tmp_path):

@@ -1,3 +1,4 @@
 -- key: bigint
+-- expr: snowflake_next()
 -- idgen's 64-bit snowflake ids.
 INSERT INTO idgen_study (id, payload) SELECT snowflake_next(), 'payload-0123456789' FROM generate_series(1, :batch);
