@@ -1,0 +1,149 @@
+"""The checker of a history of handed-out ids (issue 25's fault schedule will feed it; no database
+in here, tested in benches/test_history_check.py).
+
+A history is every id a run saw handed out — by SELECT on the client side, and every id found in
+every table of every server at the end — with who issued it, on which timeline, and when (the
+client's clock around the call). The checker finds:
+- **duplicates**: the same snowflake id or UUID handed out twice, on any servers, across any
+  failovers. One case is documented and excused, by name: after a failover to an *asynchronous*
+  standby, an id the old primary handed out past the last horizon the standby replayed may be
+  handed out again by the promoted standby (README: "With asynchronous replication the gap
+  stays"). The checker excuses a pair only when it can show exactly that: the earlier id came
+  from the old primary on the old timeline before that promotion, its time lies past the
+  horizon the standby had replayed, and the later one from the promoted server after it;
+- **wrong fields**: a snowflake id whose worker bits are not its issuer's, an id whose time is
+  further from when it was handed out than the allowed skew, a UUID that is not version 7;
+- **order**: on one server and timeline, an id handed out after another had come back (in real
+  time, by the client's clock) that is not larger than it.
+"""
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+SEQUENCE_BITS = 12
+WORKER_BITS = 10
+
+
+@dataclass(frozen=True)
+class Issued:
+    server: str  # the server that handed it out (for a stored row: the one that wrote it, from the row)
+    timeline: int  # that server's timeline then
+    kind: str  # "snowflake" or "uuid"
+    value: int  # the id (a UUID as its 128-bit integer)
+    started_ms: float  # the client's clock when the call was sent
+    finished_ms: float  # ... and when its answer came
+    worker_id: int | None = None  # the issuer's worker id, for a snowflake id
+    stored: bool = False  # found in a table (else handed out by SELECT only)
+
+
+@dataclass(frozen=True)
+class Promotion:
+    server: str  # the standby promoted
+    timeline: int  # its new timeline
+    at_ms: float  # the client's clock when the promotion was asked for
+    old_primary: str
+    old_timeline: int
+    synchronous: bool  # whether the promoted standby was a synchronous one
+    replayed_horizon_ms: int  # the highest horizon it had replayed (unix ms)
+
+
+@dataclass
+class Report:
+    checked: int = 0
+    violations: list = field(default_factory=list)
+    excused: list = field(default_factory=list)  # (why, the pair), the documented case only
+
+    def ok(self):
+        return not self.violations
+
+
+def snowflake_fields(value, epoch_ms):
+    """(unix ms, worker id, sequence) of a snowflake id."""
+    return ((value >> (WORKER_BITS + SEQUENCE_BITS)) + epoch_ms, (value >> SEQUENCE_BITS) & ((1 << WORKER_BITS) - 1),
+            value & ((1 << SEQUENCE_BITS) - 1))
+
+
+def uuid_fields(value):
+    """(unix ms, version, variant) of a UUID given as its 128-bit integer."""
+    return value >> 80, (value >> 76) & 0xF, (value >> 62) & 0x3
+
+
+def issued_ms(i, epoch_ms):
+    return snowflake_fields(i.value, epoch_ms)[0] if i.kind == "snowflake" else uuid_fields(i.value)[0]
+
+
+def _describe(i):
+    return (f"{i.kind} {i.value} from {i.server} (timeline {i.timeline}, {'stored' if i.stored else 'SELECT'}, "
+            f"handed out at {i.started_ms:.0f}–{i.finished_ms:.0f} ms)")
+
+
+def _excuse(first, second, promotions, epoch_ms):
+    """The documented case that covers this pair, or None."""
+    for p in promotions:
+        if (not p.synchronous and first.server == p.old_primary and first.timeline == p.old_timeline
+                and first.finished_ms <= p.at_ms and second.server == p.server and second.timeline == p.timeline
+                and second.started_ms >= p.at_ms and issued_ms(first, epoch_ms) > p.replayed_horizon_ms):
+            return (f"asynchronous failover to {p.server} (timeline {p.timeline}) at {p.at_ms:.0f} ms: the id was "
+                    f"handed out by {p.old_primary} past the horizon the standby had replayed "
+                    f"({p.replayed_horizon_ms} ms), the documented gap")
+    return None
+
+
+def check(history, promotions=(), epoch_ms=0, skew_ms=1000):
+    report = Report(checked=len(history))
+    seen = defaultdict(list)
+    for i in history:
+        seen[(i.kind, i.value)].append(i)
+    for (kind, value), issued in seen.items():
+        if len(issued) < 2:
+            continue
+        # a stored row names the server that wrote it, so the same row found again on a standby or a
+        # subscriber is one hand-out; every call by SELECT is one of its own
+        distinct = list({(i.server, True) if i.stored else (i.server, False, i.started_ms, i.finished_ms): i
+                         for i in issued}.values())
+        if len(distinct) < 2:
+            continue
+        distinct.sort(key=lambda i: i.started_ms)
+        why = _excuse(distinct[0], distinct[1], promotions, epoch_ms) if len(distinct) == 2 else None
+        if why:
+            report.excused.append((why, tuple(distinct)))
+        else:
+            report.violations.append(f"{kind} {value} handed out {len(distinct)} times: "
+                                     + "; ".join(_describe(i) for i in distinct))
+    for i in history:
+        at = issued_ms(i, epoch_ms)
+        if i.kind == "snowflake":
+            _, worker, _ = snowflake_fields(i.value, epoch_ms)
+            if i.value < 0 or i.value >> 63:
+                report.violations.append(f"{_describe(i)}: negative")
+            if i.worker_id is not None and worker != i.worker_id:
+                report.violations.append(f"{_describe(i)}: worker id {worker}, its issuer's is {i.worker_id}")
+        else:
+            _, version, variant = uuid_fields(i.value)
+            if version != 7 or variant != 2:
+                report.violations.append(f"{_describe(i)}: version {version}, variant {variant}, not an RFC 9562 v7")
+        if not (i.started_ms - skew_ms <= at <= i.finished_ms + skew_ms) and not i.stored:
+            report.violations.append(f"{_describe(i)}: its time is {at} ms, more than {skew_ms} ms from when it "
+                                     "was handed out")
+    report.violations += _order(history)
+    return report
+
+
+def _order(history):
+    """On each server and timeline, per kind: an id handed out after another came back is larger."""
+    problems = []
+    groups = defaultdict(list)
+    for i in history:
+        if not i.stored:  # a stored id's hand-out time is the row's, not a call's
+            groups[(i.server, i.timeline, i.kind)].append(i)
+    for key, items in groups.items():
+        by_finish = sorted(items, key=lambda i: i.finished_ms)
+        best, j = None, 0  # the largest id among those that came back before the current call started
+        for i in sorted(items, key=lambda i: i.started_ms):
+            while j < len(by_finish) and by_finish[j].finished_ms < i.started_ms:
+                if best is None or by_finish[j].value > best.value:
+                    best = by_finish[j]
+                j += 1
+            if best is not None and i.value <= best.value:
+                problems.append(f"on {key[0]} timeline {key[1]}: {_describe(i)} is not above {_describe(best)}, "
+                                "which came back before it was asked for")
+    return problems
