@@ -1,0 +1,933 @@
+"""A fault schedule that tries to make idgen lie (issue 25): real servers on this machine's
+loopback under load, faults drawn from a seed and overlapping, and every id handed out checked at
+the end by benches/history_check.py.
+
+The topology:
+- a, b, c: one HA lineage (worker id 1, fixed, a member of the registry). a starts as the primary,
+  b as its synchronous standby, c as an asynchronous one. Each standby reaches the primary through
+  a loopback relay of its own (Relay), which the schedule can hold or cut. A failover stops the
+  primary at once (the fence), promotes the synchronous standby, rewinds the old primary with
+  pg_rewind (a fresh base backup if that fails) and attaches it as the new synchronous standby, and
+  points c at the new primary (rewinding it too where it cannot follow).
+- w2: a second writer with idgen.worker_id = auto, leased from the registry; its rows reach sub
+  by logical replication.
+- registry: plain PostgreSQL with sql/registry/idgen_registry.sql.
+
+The load, on both writers at once until the schedule ends: pgbench clients inserting rows whose
+keys are DEFAULT snowflake_next() and uuid_v7() (no unique constraint anywhere: a duplicate is
+stored and found, never refused), restarted against the current primary whenever they fail; and
+client threads that hand out ids by SELECT, noting each with the server, its timeline (its
+promotions, counted here) and the client's clock around the call. Those never reach a table.
+
+The faults (KINDS), each logged with when it was due, began and ended: kill -9 of a client backend,
+kill -9 of a postmaster (and its children, as a machine crash leaves nothing), an immediate stop
+and restart, a clock step (libfaketime's live offset, any of -2..+2 s), a failover, a cut link
+(held: nothing passes; or dropped: connections closed and refused), a registry outage, and a
+slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without). Faults on
+one server wait for each other (a server is restarted by one fault at a time); everything else
+overlaps: a clock step or a cut link lands in the middle of a failover.
+
+The schedule is a pure function of (seed, seconds): the same seed gives the same faults at the
+same times against the same roles. What the load does between them is not replayed: this is a
+test of real servers, not a simulation.
+
+At the end every link is restored, the registry started, every server brought up and the replicas
+caught up; every row of every server is read, and the checker gets the client-side history, the
+rows and the promotions. Exit status 1 with the checker's report when it finds a violation.
+
+Runs as the postgres user with PG_BIN naming the server build (benches/chaos sets both up).
+usage: chaos.py [--seconds S] [--seed N] [--out DIR] [--plant shared-worker-id]
+"""
+import argparse
+import csv
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "pg_test"))
+sys.path.insert(0, HERE)
+
+import history_check  # noqa: E402
+
+EPOCH_MS = 1288834974657  # idgen.epoch's default
+REGISTRY_SQL = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
+LINEAGE = ("a", "b", "c")
+MAX_OFFSET_S = 2.0  # clock steps land anywhere in -MAX_OFFSET_S .. +MAX_OFFSET_S
+# What the checker allows between an id's time and its call: the largest clock offset, the horizon's
+# lead (HORIZON_LEAD_MS: after a crash ids start past a horizon pushed up to 1 s ahead of that
+# server's clock) and a second for everything else.
+SKEW_MS = int(MAX_OFFSET_S * 1000) + 1000 + 1000
+PUSH_DELAY_MS = 20
+
+# kind -> the roles it may hit; a role is resolved to a server when the fault begins
+KINDS = {
+    "kill_backend": ("primary", "w2"),
+    "kill_postmaster": ("primary", "sync", "async", "w2"),
+    "immediate_restart": ("primary", "sync", "async", "w2", "sub"),
+    "clock_step": ("primary", "sync", "async", "w2"),
+    "failover": ("primary",),
+    "link_cut": ("sync", "async"),
+    "registry_outage": ("registry",),
+    "slow_push": ("primary", "w2"),
+}
+TABLE = """CREATE TABLE events (id bigint NOT NULL DEFAULT snowflake_next(), u uuid NOT NULL DEFAULT uuid_v7(),
+                                issuer text NOT NULL DEFAULT current_setting('cluster_name'))"""
+INSERT = "INSERT INTO events DEFAULT VALUES;\n"
+
+
+@dataclass(frozen=True)
+class Fault:
+    at_s: float  # when it is due, from the start of the load
+    kind: str
+    target: str  # a role: primary, sync, async, w2, sub, registry
+    amount: float  # s held (link_cut, registry_outage, slow_push), the new offset (clock_step)
+    mode: str = ""  # link_cut: hold or drop
+
+
+def schedule(seed, seconds, mean_gap_s=3.0):
+    """The faults of a run: a pure function of (seed, seconds). Gaps are exponential (so faults
+    bunch up and overlap), the last one due 5 s before the end."""
+    rng = random.Random(seed)
+    kinds = sorted(KINDS)
+    faults, t = [], rng.uniform(1.0, 3.0)
+    while t < seconds - 5:
+        kind = rng.choice(kinds)
+        target = rng.choice(KINDS[kind])
+        mode = ""
+        if kind == "clock_step":
+            amount = rng.uniform(-MAX_OFFSET_S, MAX_OFFSET_S)
+        elif kind == "link_cut":
+            amount, mode = rng.uniform(0.5, 4.0), rng.choice(("hold", "drop"))
+        elif kind == "registry_outage":
+            amount = rng.uniform(2.0, 8.0)
+        elif kind == "slow_push":
+            amount = rng.uniform(2.0, 6.0)
+        else:
+            amount = 0.0
+        faults.append(Fault(round(t, 3), kind, target, round(amount, 3), mode))
+        t += rng.expovariate(1.0 / mean_gap_s)
+    return faults
+
+
+# ---- the link a standby reaches its primary by ------------------------------------------------
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 from a standby to its primary that can hold what passes (nothing
+    is read either way: the sockets' buffers fill, the connection stays), drop it (every
+    connection closed, new ones refused) and be pointed at another primary."""
+
+    def __init__(self, target_port):
+        self.target_port = target_port
+        self.mode = "pass"
+        self._pairs = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            if self.mode == "drop":
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
+            except OSError:
+                client.close()
+                continue
+            pair = [client, upstream]
+            with self._lock:
+                self._pairs.append(pair)
+            threading.Thread(target=self._pump, args=(pair,), daemon=True).start()
+
+    def _pump(self, pair):
+        a, b = pair
+        try:
+            while not self._closed and pair[0] is not None:
+                if self.mode == "hold":
+                    time.sleep(0.05)
+                    continue
+                ready, _, _ = select.select([a, b], [], [], 0.1)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (b if s is a else a).sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close_pair(pair)
+
+    def _close_pair(self, pair):
+        with self._lock:
+            if pair in self._pairs:
+                self._pairs.remove(pair)
+        for s in pair[:2]:
+            if s is not None:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+        pair[0] = None
+
+    def _drop_all(self):
+        with self._lock:
+            pairs = list(self._pairs)
+        for p in pairs:
+            try:
+                for s in p:
+                    s.shutdown(socket.SHUT_RDWR)
+            except (OSError, TypeError):
+                pass
+
+    def hold(self):
+        self.mode = "hold"
+
+    def drop(self):
+        self.mode = "drop"
+        self._drop_all()
+
+    def restore(self):
+        self.mode = "pass"
+
+    def point_at(self, port):
+        self.target_port = port
+        self._drop_all()
+
+    def close(self):
+        self._closed = True
+        self._drop_all()
+        self._listener.close()
+
+
+# ---- the servers ----------------------------------------------------------------------------------
+
+
+class Server:
+    """One server of the run, by name: its data directory stays base/name/data across rebuilds;
+    its own settings live in base/name/own.conf, outside the data directory, included by a
+    relative path at the end of postgresql.conf, so that neither pg_basebackup nor pg_rewind
+    (which copy the source's configuration files) carry one server's port or role to another."""
+
+    def __init__(self, cluster_mod, base, name, own, env=None, clock=True):
+        self.cluster = cluster_mod
+        self.name = name
+        self.base_dir = os.path.join(base, name)
+        self.data_dir = os.path.join(self.base_dir, "data")
+        self.log_file = os.path.join(self.base_dir, "server.log")
+        self.socket_dir = tempfile.mkdtemp(prefix="idgen-c-")
+        os.chmod(self.socket_dir, 0o755)
+        os.makedirs(self.base_dir, exist_ok=True)
+        self.port = _free_port()
+        self.own = list(own)
+        self.env_vars = dict(env or {})
+        self.clock = cluster_mod.FakeClock(os.path.join(self.base_dir, "faketime-offset"), self.running) \
+            if clock else None
+        self.lock = threading.Lock()  # one restart of this server at a time
+
+    def bin(self, prog):
+        return os.path.join(self.cluster.pg_bin(), prog)
+
+    def write_own(self, standby_of=None):
+        """own.conf; standby_of: the relay port this server streams from (and standby.signal)."""
+        lines = [f"port = {self.port}", f"unix_socket_directories = '{self.socket_dir}'",
+                 f"cluster_name = '{self.name}'", *self.own]
+        if standby_of is not None:
+            lines.append(f"primary_conninfo = 'host=127.0.0.1 port={standby_of} user=postgres "
+                         f"application_name={self.name}'")
+            open(os.path.join(self.data_dir, "standby.signal"), "w").close()
+        with open(os.path.join(self.base_dir, "own.conf"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def initdb(self):
+        done = subprocess.run([self.bin("initdb"), "-D", self.data_dir, "-E", "UTF8", "--locale=C.UTF-8",
+                               "--auth=trust", "-N"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb {self.name}: {done.stderr}")
+        self._include_own()
+
+    def _include_own(self):
+        with open(os.path.join(self.data_dir, "postgresql.conf"), "a") as f:
+            f.write("\ninclude_if_exists = '../own.conf'\n")
+
+    def base_backup_from(self, source, standby_of):
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        done = subprocess.run([self.bin("pg_basebackup"), "-D", self.data_dir, "-X", "stream", "-c", "fast",
+                               "-h", source.socket_dir, "-p", str(source.port), "-U", "postgres"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_basebackup {source.name} -> {self.name}: {done.stderr}")
+        os.chmod(self.data_dir, 0o700)
+        self.write_own(standby_of)
+
+    def rewind_from(self, source, standby_of):
+        """pg_rewind against the running source (crash recovery first if this one was not shut
+        down cleanly: pg_rewind runs it); standby.signal and own.conf again afterwards."""
+        done = subprocess.run([self.bin("pg_rewind"), "-D", self.data_dir, "--source-server",
+                               f"host={source.socket_dir} port={source.port} user=postgres dbname=postgres"],
+                              capture_output=True, text=True, env={**os.environ, **self.library_env()})
+        if done.returncode != 0:
+            return False, done.stderr.strip().splitlines()[-1:] or ["?"]
+        self.write_own(standby_of)
+        return True, done.stdout.strip().splitlines()[-1:]
+
+    def library_env(self):
+        lib = os.path.normpath(os.path.join(self.cluster.pg_bin(), "..", "lib"))
+        if not os.path.exists(os.path.join(lib, "libpq.so.5")):
+            return {}
+        return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p)}
+
+    def postmaster_pid(self):
+        try:
+            with open(os.path.join(self.data_dir, "postmaster.pid")) as f:
+                return int(f.readline().strip())
+        except (OSError, ValueError):
+            return None
+
+    def running(self):
+        pid = self.postmaster_pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+    def start(self, timeout=60):
+        env = {**os.environ, **(self.clock.env() if self.clock else {}), **self.library_env(), **self.env_vars}
+        deadline = time.monotonic() + timeout
+        while True:
+            done = subprocess.run([self.bin("pg_ctl"), "start", "-D", self.data_dir, "-l", self.log_file, "-w",
+                                   "-t", "60"], capture_output=True, text=True, env=env)
+            if done.returncode == 0:
+                return
+            # a killed postmaster's children may still hold its shared memory for a moment
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not start: {done.stderr}{done.stdout}")
+            time.sleep(0.5)
+
+    def stop(self, mode="fast"):
+        if self.running():
+            subprocess.run([self.bin("pg_ctl"), "stop", "-D", self.data_dir, "-m", mode, "-w", "-t", "60"],
+                           capture_output=True, text=True)
+
+    def kill_everything(self):
+        """SIGKILL to the postmaster and every process it started, as a machine crash leaves."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            return
+        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        for p in [pid, *map(int, children)]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        for p in [pid, *map(int, children)]:
+            _wait_gone(p)
+
+    def connect(self, timeout=3):
+        import psycopg2
+        conn = psycopg2.connect(host=self.socket_dir, port=self.port, user="postgres", dbname="postgres",
+                                connect_timeout=timeout)
+        conn.autocommit = True
+        return conn
+
+    def q(self, sql, timeout_s=30):
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SET statement_timeout = '{int(timeout_s * 1000)}'")
+                cur.execute(sql)
+                return cur.fetchall() if cur.description else None
+        finally:
+            conn.close()
+
+    def one(self, sql, timeout_s=30):
+        return self.q(sql, timeout_s)[0][0]
+
+    def wait_for_connections(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.one("SELECT 1")
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def cleanup(self):
+        try:
+            self.kill_everything()
+        finally:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _wait_gone(pid, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
+# ---- the run ---------------------------------------------------------------------------------------
+
+
+class Run:
+    def __init__(self, args, base, cluster_mod):
+        self.args = args
+        self.base = base
+        self.cluster = cluster_mod
+        self.t0 = None
+        self.stop_at = None
+        self.servers = {}
+        self.relays = {}
+        self.roles = {}  # primary / sync / async -> a, b or c
+        self.timeline = {name: 1 for name in (*LINEAGE, "w2")}  # promotions counted here
+        self.promotions = []
+        self.history = []  # history_check.Issued, SELECT calls
+        self.history_lock = threading.Lock()
+        self.topology = threading.RLock()  # held by a failover while it moves the roles
+        self.fault_log = []
+        self.errors = {}  # (server, SQLSTATE or class) -> count, on the load
+        self.pgbench_restarts = 0
+        self.w2_worker_ids = set()
+        self.stopping = threading.Event()
+
+    # -- clock -------------------------------------------------------------------------------
+    def now_s(self):
+        return time.monotonic() - self.t0
+
+    @staticmethod
+    def wall_ms():
+        return time.time() * 1000.0
+
+    # -- set-up ------------------------------------------------------------------------------
+    def build(self):
+        reg = Server(self.cluster, self.base, "registry", [], clock=False)
+        self.servers["registry"] = reg
+        reg.initdb()
+        reg.write_own()
+        reg.start()
+        reg.q("CREATE DATABASE registry")
+        done = subprocess.run([reg.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", reg.socket_dir, "-p",
+                               str(reg.port), "-d", "registry", "-f", REGISTRY_SQL], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"installing the registry: {done.stderr}")
+        for role in ("lineage", "w2"):
+            _registry_q(reg, f"CREATE ROLE {role} LOGIN IN ROLE idgen_fleet")
+
+        def member(user, worker):
+            return ["shared_preload_libraries = 'idgen'", f"idgen.worker_id = {worker}",
+                    f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user={user}'",
+                    "idgen.lease = '3s'", f"idgen.max_clock_skew = '{SKEW_MS}ms'"]
+
+        common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on",
+                  "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
+                  "hot_standby = on", "fsync = off",
+                  "log_min_messages = warning", "wal_keep_size = '256MB'"]
+        a = Server(self.cluster, self.base, "a", [*common, *member("lineage", 1)])
+        self.servers["a"] = a
+        a.initdb()
+        a.write_own()
+        a.start()
+        a.q("CREATE EXTENSION idgen")
+        a.q(TABLE)
+        self.roles = {"primary": "a", "sync": "b", "async": "c"}
+        for name in ("b", "c"):
+            s = Server(self.cluster, self.base, name, [*common, *member("lineage", 1)])
+            self.servers[name] = s
+            self.relays[name] = Relay(a.port)
+            s.base_backup_from(a, self.relays[name].port)
+            s.start()
+        self.relays["a"] = Relay(a.port)  # a's own, for when it is a standby
+        # Synchronous from here on (before, a commit would have waited for a standby not yet
+        # made); a and b can each be the synchronous standby of the other, c never is.
+        for name in LINEAGE:
+            s = self.servers[name]
+            s.own.append("synchronous_standby_names = 'FIRST 1 (a, b)'")
+            s.write_own(None if name == "a" else self.relays[name].port)
+        subprocess.run([a.bin("pg_ctl"), "reload", "-D", a.data_dir], capture_output=True, check=True)
+        if self.args.plant == "shared-worker-id":
+            w2_conf = [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 1"]
+        else:
+            w2_conf = [*common, *member("w2", "auto")]
+        w2 = Server(self.cluster, self.base, "w2", w2_conf)
+        self.servers["w2"] = w2
+        w2.initdb()
+        w2.write_own()
+        w2.start()
+        w2.q("CREATE EXTENSION idgen")
+        w2.q(TABLE)
+        w2.q("CREATE PUBLICATION chaos FOR TABLE events")
+        sub = Server(self.cluster, self.base, "sub", ["listen_addresses = '127.0.0.1'", "max_connections = 40",
+                                                        "fsync = off", "log_min_messages = warning"], clock=False)
+        self.servers["sub"] = sub
+        sub.initdb()
+        sub.write_own()
+        sub.start()
+        sub.q("CREATE TABLE events (id bigint NOT NULL, u uuid NOT NULL, issuer text NOT NULL)")
+        sub.q(f"CREATE SUBSCRIPTION chaos CONNECTION 'host={w2.socket_dir} port={w2.port} user=postgres "
+              "dbname=postgres' PUBLICATION chaos WITH (copy_data = false)")
+        _wait(lambda: a.q("SELECT 1 FROM pg_stat_replication WHERE application_name = 'b' AND sync_state = 'sync'"),
+              "b as the synchronous standby", 60)
+
+    # -- load ---------------------------------------------------------------------------------
+    def writer(self, role):
+        return self.roles["primary"] if role == "primary" else role
+
+    def _count_error(self, server, e):
+        key = (server, getattr(e, "pgcode", None) or type(e).__name__)
+        with self.history_lock:
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+    def select_client(self, role):
+        """Hands out ids by SELECT against the role's current server, noting each."""
+        while not self.stopping.is_set():
+            with self.topology:
+                name = self.writer(role)
+                timeline = self.timeline[name]
+            server = self.servers[name]
+            try:
+                conn = server.connect(timeout=2)
+            except Exception as e:
+                self._count_error(name, e)
+                time.sleep(0.2)
+                continue
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SET statement_timeout = '10s'")
+                    while not self.stopping.is_set():
+                        started = self.wall_ms()
+                        cur.execute("SELECT snowflake_next(), uuid_v7()::text, worker_id FROM idgen_lease_status()")
+                        sid, u, worker = cur.fetchone()
+                        finished = self.wall_ms()
+                        with self.history_lock:
+                            self.history.append(history_check.Issued(name, timeline, "snowflake", sid, started,
+                                                                     finished, worker_id=worker))
+                            self.history.append(history_check.Issued(name, timeline, "uuid", uuid.UUID(u).int,
+                                                                     started, finished))
+                        if name == "w2" and worker is not None:
+                            self.w2_worker_ids.add(worker)
+                        time.sleep(0.002)
+            except Exception as e:
+                self._count_error(name, e)
+                time.sleep(0.1)
+            finally:
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+
+    def pgbench_keeper(self, role, script):
+        """pgbench inserting rows on the role's current server until the end, restarted whenever
+        it stops early (its server crashed, failed over or refused)."""
+        while not self.stopping.is_set():
+            name = self.writer(role)
+            server = self.servers[name]
+            left = int(self.stop_at - time.monotonic())
+            if left < 1:
+                return
+            cmd = [server.bin("pgbench"), "-n", "-h", server.socket_dir, "-p", str(server.port), "-U", "postgres",
+                   "-c", "2", "-j", "1", "-T", str(left), "-f", script, "postgres"]
+            with open(os.path.join(self.base, f"pgbench-{role}.log"), "a") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+                while proc.poll() is None:
+                    if self.stopping.is_set():
+                        proc.kill()
+                    time.sleep(0.2)
+            if not self.stopping.is_set():
+                self.pgbench_restarts += 1
+                time.sleep(0.3)
+
+    def lease_watch(self):
+        """Notes every worker id w2 holds (its rows carry no worker id of their own)."""
+        while not self.stopping.is_set():
+            try:
+                w = self.servers["w2"].one("SELECT worker_id FROM idgen_lease_status()", timeout_s=5)
+                if w is not None:
+                    self.w2_worker_ids.add(w)
+            except Exception:
+                pass
+            time.sleep(0.5)
+
+    # -- faults -------------------------------------------------------------------------------
+    def resolve(self, role):
+        with self.topology:
+            return self.roles.get(role, role)
+
+    def run_fault(self, f):
+        began = self.now_s()
+        try:
+            outcome = getattr(self, "do_" + f.kind)(f)
+        except Exception as e:  # a fault that could not be carried out is logged, not hidden
+            outcome = f"failed: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        entry = {"due_s": f.at_s, "began_s": round(began, 3), "ended_s": round(self.now_s(), 3), "kind": f.kind,
+                 "role": f.target, "amount": f.amount, "mode": f.mode, "outcome": outcome}
+        with self.history_lock:
+            self.fault_log.append(entry)
+
+    def _locked(self, role):
+        """The server the role names now, its lock held (re-resolved if a failover moved it)."""
+        while True:
+            name = self.resolve(role)
+            s = self.servers[name]
+            s.lock.acquire()
+            if self.resolve(role) == name:
+                return s
+            s.lock.release()
+
+    def do_kill_backend(self, f):
+        s = self._locked(f.target)
+        try:
+            pids = []  # the load may still be reconnecting after another fault: wait for it a while
+
+            def some():
+                pids[:] = [r[0] for r in s.q("SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                                             "AND pid <> pg_backend_pid()", timeout_s=5)]
+                return pids
+            if not _wait_quietly(some, 10):
+                return f"{s.name}: no client backend to kill"
+            pid = random.Random(f.at_s).choice(sorted(pids))
+            os.kill(pid, signal.SIGKILL)
+            s.wait_for_connections()
+            return f"{s.name}: killed backend {pid}; crash recovery done"
+        finally:
+            s.lock.release()
+
+    def do_kill_postmaster(self, f):
+        s = self._locked(f.target)
+        try:
+            s.kill_everything()
+            s.start()
+            return f"{s.name}: postmaster and children killed, restarted"
+        finally:
+            s.lock.release()
+
+    def do_immediate_restart(self, f):
+        s = self._locked(f.target)
+        try:
+            s.stop("immediate")
+            s.start()
+            return f"{s.name}: stopped immediately, restarted"
+        finally:
+            s.lock.release()
+
+    def do_clock_step(self, f):
+        name = self.resolve(f.target)
+        self.servers[name].clock.set(f"{f.amount:+.3f}", settle=False)
+        return f"{name}: clock now {f.amount:+.3f} s"
+
+    def do_link_cut(self, f):
+        name = self.resolve(f.target)
+        relay = self.relays[name]
+        relay.hold() if f.mode == "hold" else relay.drop()
+        time.sleep(f.amount)
+        relay.restore()
+        return f"{name}: link {f.mode} for {f.amount} s"
+
+    def do_registry_outage(self, f):
+        reg = self.servers["registry"]
+        with reg.lock:
+            reg.stop("immediate")
+            time.sleep(f.amount)
+            reg.start()
+        return f"registry down for {f.amount} s"
+
+    def do_slow_push(self, f):
+        s = self._locked(f.target)
+        try:
+            s.env_vars["IDGEN_TEST_PUSH_DELAY_MS"] = str(PUSH_DELAY_MS)
+            s.stop("fast")
+            s.start()
+            time.sleep(f.amount)
+            del s.env_vars["IDGEN_TEST_PUSH_DELAY_MS"]
+            s.stop("fast")
+            s.start()
+            return f"{s.name}: pushes {PUSH_DELAY_MS} ms slower for {f.amount} s"
+        finally:
+            s.env_vars.pop("IDGEN_TEST_PUSH_DELAY_MS", None)
+            s.lock.release()
+
+    def do_failover(self, f):
+        with self.topology:  # no client connects and no role resolves while the roles move
+            old, new, other = (self.servers[self.roles[r]] for r in ("primary", "sync", "async"))
+            locks = sorted((old, new, other), key=lambda s: s.name)
+            for s in locks:
+                s.lock.acquire()
+            try:
+                if not new.running():
+                    new.start()
+                old.stop("immediate")  # the fence: the old primary hands out nothing more
+                at = self.wall_ms()
+                subprocess.run([new.bin("pg_ctl"), "promote", "-D", new.data_dir, "-w", "-t", "60"],
+                               capture_output=True, text=True, check=True)
+                _wait(lambda: not new.one("SELECT pg_is_in_recovery()"), f"{new.name} out of recovery", 60)
+                self.timeline[new.name] += 1
+                # synchronous: the checker excuses no duplicate across it, so the replayed horizon (what
+                # an asynchronous failover's excuse is proved by) is not needed
+                self.promotions.append(history_check.Promotion(new.name, self.timeline[new.name], at, old.name,
+                                                               self.timeline[old.name], True, 0))
+                self.roles = {"primary": new.name, "sync": old.name, "async": other.name}
+                for relay in self.relays.values():
+                    relay.point_at(new.port)
+                how = [f"{old.name} -> {new.name}"]
+                how.append(self._reattach(old, new))
+                other_ok = _wait_quietly(lambda: new.q(
+                    f"SELECT 1 FROM pg_stat_replication WHERE application_name = '{other.name}' "
+                    "AND state = 'streaming'"), 8)
+                if not other_ok:
+                    other.stop("fast")
+                    how.append(self._reattach(other, new))
+                return "; ".join(how)
+            finally:
+                for s in reversed(locks):
+                    s.lock.release()
+
+    def _reattach(self, s, primary):
+        s.stop("immediate")
+        # pg_rewind reads the source's timeline from its control file, which a promotion updates
+        # only at its first checkpoint
+        primary.q("CHECKPOINT", timeout_s=120)
+        ok, said = s.rewind_from(primary, self.relays[s.name].port)
+        if ok:
+            s.start()
+            return f"{s.name} rewound"
+        s.base_backup_from(primary, self.relays[s.name].port)
+        s.start()
+        return f"{s.name} rebuilt (pg_rewind: {said[0][:80]})"
+
+    # -- the end --------------------------------------------------------------------------------
+    def heal(self):
+        for relay in self.relays.values():
+            relay.restore()
+        for name in ("registry", "a", "b", "c", "w2", "sub"):
+            s = self.servers[name]
+            if not s.running():
+                s.start()
+            s.wait_for_connections()
+        primary = self.servers[self.roles["primary"]]
+        for r in ("sync", "async"):
+            s = self.servers[self.roles[r]]
+            ok = _wait_quietly(lambda s=s: primary.q(f"SELECT 1 FROM pg_stat_replication WHERE application_name = "
+                                                      f"'{s.name}' AND state = 'streaming'"), 30)
+            if not ok:
+                s.stop("fast")
+                self._reattach(s, primary)
+        lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
+        for r in ("sync", "async"):
+            s = self.servers[self.roles[r]]
+            _wait(lambda s=s: s.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"), f"{s.name} replay", 120)
+        w2, sub = self.servers["w2"], self.servers["sub"]
+        made = w2.one("SELECT count(*) FROM events")
+        _wait_quietly(lambda: sub.one("SELECT count(*) FROM events") >= made, 120)
+
+    def stored(self):
+        """Every row of every server (a copy on a standby or the subscriber names its writer)."""
+        rows = []
+        w2_ids = sorted(self.w2_worker_ids)
+        for name in ("a", "b", "c", "w2", "sub"):
+            for sid, u, issuer in self.servers[name].q("SELECT id, u::text, issuer FROM events", timeout_s=300):
+                worker = 1 if issuer in LINEAGE else (w2_ids[0] if len(w2_ids) == 1 else None)
+                if self.args.plant == "shared-worker-id" and issuer == "w2":
+                    worker = 1
+                rows.append(history_check.Issued(issuer, 0, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
+                rows.append(history_check.Issued(issuer, 0, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
+        return rows
+
+    def go(self):
+        faults = schedule(self.args.seed, self.args.seconds)
+        print(f"chaos: seed {self.args.seed}, {self.args.seconds} s, {len(faults)} faults; building ...",
+              file=sys.stderr)
+        self.build()
+        script = os.path.join(self.base, "insert.sql")
+        with open(script, "w") as f:
+            f.write(INSERT)
+        self.t0 = time.monotonic()
+        self.stop_at = self.t0 + self.args.seconds
+        load = [threading.Thread(target=self.select_client, args=(r,), daemon=True)
+                for r in ("primary", "primary", "w2", "w2")]
+        load += [threading.Thread(target=self.pgbench_keeper, args=(r, script), daemon=True) for r in ("primary", "w2")]
+        load.append(threading.Thread(target=self.lease_watch, daemon=True))
+        for t in load:
+            t.start()
+        running = []
+        for f in faults:
+            while self.now_s() < f.at_s:
+                time.sleep(0.02)
+            t = threading.Thread(target=self.run_fault, args=(f,), daemon=True)
+            t.start()
+            running.append(t)
+        while time.monotonic() < self.stop_at:
+            time.sleep(0.1)
+        self.stopping.set()
+        for t in running:
+            t.join(180)
+        for t in load:
+            t.join(30)
+        stuck = sum(t.is_alive() for t in running)
+        print("chaos: load over; healing and reading every server ...", file=sys.stderr)
+        self.heal()
+        history = list(self.history) + self.stored()
+        report = history_check.check(history, self.promotions, epoch_ms=EPOCH_MS, skew_ms=SKEW_MS)
+        return faults, report, stuck, history
+
+    def close(self):
+        self.stopping.set()
+        for relay in self.relays.values():
+            relay.close()
+        for s in self.servers.values():
+            try:
+                s.cleanup()
+            except Exception as e:
+                print(f"chaos: could not stop {s.name}: {e}", file=sys.stderr)
+
+
+def _registry_q(reg, sql):
+    import psycopg2
+    c = psycopg2.connect(host=reg.socket_dir, port=reg.port, user="postgres", dbname="registry")
+    c.autocommit = True
+    try:
+        with c.cursor() as cur:
+            cur.execute(sql)
+    finally:
+        c.close()
+
+
+def _wait(predicate, what, timeout):
+    if not _wait_quietly(predicate, timeout):
+        raise RuntimeError(f"{what}: not within {timeout} s")
+
+
+def _wait_quietly(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except Exception:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+# ---- the report ----------------------------------------------------------------------------
+
+
+def summary(args, faults, fault_log, report, history, errors, stuck, restarts, promotions):
+    by_kind = {}
+    for e in fault_log:
+        k = by_kind.setdefault(e["kind"], {"done": 0, "failed": 0})
+        k["failed" if e["outcome"].startswith("failed") else "done"] += 1
+    checked = {"select": sum(not i.stored for i in history), "stored": sum(i.stored for i in history)}
+    return {"seed": args.seed, "seconds": args.seconds, "plant": args.plant, "faults_scheduled": len(faults),
+            "faults_by_kind": by_kind, "faults_unfinished": stuck, "promotions": len(promotions),
+            "ids_checked": report.checked, "ids_by_source": checked, "violations": len(report.violations),
+            "excused": len(report.excused), "pgbench_restarts": restarts,
+            "load_errors": {f"{s} {code}": n for (s, code), n in sorted(errors.items())}}
+
+
+def markdown(s, report, fault_log):
+    lines = [f"# Chaos run: seed {s['seed']}, {s['seconds']} s" + (f", planted: {s['plant']}" if s["plant"] else ""),
+             "", f"Replay: `bash benches/chaos --seconds {s['seconds']} --seed {s['seed']}`", "",
+             "| fault | carried out | failed |", "|---|---:|---:|"]
+    for kind in sorted(KINDS):
+        k = s["faults_by_kind"].get(kind, {"done": 0, "failed": 0})
+        lines.append(f"| {kind} | {k['done']} | {k['failed']} |")
+    lines += ["", f"Ids checked: {s['ids_checked']} ({s['ids_by_source']['select']} handed out by SELECT, "
+                  f"{s['ids_by_source']['stored']} read from tables on every server); promotions: "
+                  f"{s['promotions']}; violations: **{s['violations']}**; excused (the documented asynchronous "
+                  f"gap): {s['excused']}.", ""]
+    if report.violations:
+        lines += ["## Violations", "", *[f"- {v}" for v in report.violations[:50]], ""]
+    if s["load_errors"]:
+        lines += ["## Errors the load saw (server, SQLSTATE: count)", "",
+                  *[f"- {k}: {n}" for k, n in s["load_errors"].items()], ""]
+    lines += ["## Fault log", "", "| due s | began s | ended s | kind | role | outcome |",
+              "|---:|---:|---:|---|---|---|"]
+    for e in sorted(fault_log, key=lambda e: e["due_s"]):
+        lines.append(f"| {e['due_s']} | {e['began_s']} | {e['ended_s']} | {e['kind']} | {e['role']} | "
+                     f"{e['outcome']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=int, default=120)
+    ap.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    ap.add_argument("--out", default=None, help="a folder for chaos.md, chaos.json and faults.csv")
+    ap.add_argument("--plant", choices=["shared-worker-id"], default=None,
+                    help="a bug the checker must catch: w2 with a's worker id and no registry")
+    ap.add_argument("--schedule-only", action="store_true", help="print the schedule and stop")
+    args = ap.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 2**31)
+    if args.schedule_only:
+        for f in schedule(args.seed, args.seconds):
+            print(json.dumps(asdict(f)))
+        return 0
+    import cluster
+    base = tempfile.mkdtemp(prefix="idgen-chaos-")
+    run = Run(args, base, cluster)
+    try:
+        faults, report, stuck, history = run.go()
+    finally:
+        run.close()
+    s = summary(args, faults, run.fault_log, report, history, run.errors, stuck, run.pgbench_restarts, run.promotions)
+    md = markdown(s, report, run.fault_log)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "chaos.md"), "w") as f:
+            f.write(md)
+        with open(os.path.join(args.out, "chaos.json"), "w") as f:
+            json.dump(s, f, indent=1)
+        with open(os.path.join(args.out, "faults.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(run.fault_log[0]) if run.fault_log else ["kind"])
+            w.writeheader()
+            w.writerows(sorted(run.fault_log, key=lambda e: e["due_s"]))
+    print(json.dumps(s))
+    if not report.ok():
+        print(md, file=sys.stderr)
+        print(f"chaos: {len(report.violations)} violations; replay with --seed {args.seed} --seconds {args.seconds}",
+              file=sys.stderr)
+        return 1
+    shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The fault schedule's pure parts (benches/chaos.py): the schedule is a function of its seed, it
+holds every kind of fault in a long run, and the relay a standby's link runs through passes, holds
+and drops what it carries. No database in here."""
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import chaos  # noqa: E402
+
+
+def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():
+    assert chaos.schedule(42, 120) == chaos.schedule(42, 120)
+    assert chaos.schedule(42, 120) != chaos.schedule(43, 120)
+
+
+def test_a_schedule_is_ordered_bounded_and_draws_only_known_faults():
+    faults = chaos.schedule(7, 300)
+    times = [f.at_s for f in faults]
+    assert times == sorted(times) and times[0] > 0 and times[-1] < 300 - 5
+    for f in faults:
+        assert f.target in chaos.KINDS[f.kind], f
+        if f.kind == "clock_step":
+            assert -chaos.MAX_OFFSET_S <= f.amount <= chaos.MAX_OFFSET_S
+        if f.kind == "link_cut":
+            assert f.mode in ("hold", "drop") and f.amount > 0
+
+
+def test_a_half_hour_schedule_holds_every_kind_at_least_ten_times():
+    faults = chaos.schedule(2026, 1800)
+    counts = {k: sum(f.kind == k for f in faults) for k in chaos.KINDS}
+    assert min(counts.values()) >= 10, counts
+
+
+def test_faults_overlap():
+    """With exponential gaps, some faults are due while an earlier one (a registry outage, a
+    held link) still lasts: the overlaps the schedule is for."""
+    faults = chaos.schedule(1, 600)
+    overlaps = sum(1 for f, g in zip(faults, faults[1:], strict=False) if f.amount > 0 and g.at_s < f.at_s + f.amount
+                   and f.kind != "clock_step")
+    assert overlaps >= 10, overlaps
+
+
+def _echo_server(tag=b""):
+    """Answers each read with tag + what it read."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(4)
+
+    def serve():
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=c: [c.sendall(tag + d) for d in iter(lambda: c.recv(1024), b"")],
+                             daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return s
+
+
+def _ask(conn, data, timeout):
+    conn.settimeout(timeout)
+    conn.sendall(data)
+    try:
+        return conn.recv(1024)
+    except TimeoutError:
+        return None
+
+
+def test_the_relay_passes_holds_and_drops():
+    upstream = _echo_server()
+    relay = chaos.Relay(upstream.getsockname()[1])
+    try:
+        conn = socket.create_connection(("127.0.0.1", relay.port))
+        assert _ask(conn, b"one", 2) == b"one"
+        relay.hold()
+        assert _ask(conn, b"two", 0.5) is None  # held: nothing comes back ...
+        relay.restore()
+        conn.settimeout(2)
+        assert conn.recv(1024) == b"two"  # ... until it is restored, and nothing was lost
+        relay.drop()
+        conn.settimeout(2)
+        assert conn.recv(1024) == b""  # dropped: the connection is closed
+        late = socket.create_connection(("127.0.0.1", relay.port))
+        late.settimeout(2)
+        assert late.recv(1024) == b""  # and a new one is refused while it lasts
+        relay.restore()
+        time.sleep(0.1)
+        again = socket.create_connection(("127.0.0.1", relay.port))
+        assert _ask(again, b"three", 2) == b"three"
+    finally:
+        relay.close()
+        upstream.close()
+
+
+def test_a_relay_pointed_elsewhere_closes_what_it_carried_and_reaches_the_new_one():
+    first, second = _echo_server(b"1:"), _echo_server(b"2:")
+    relay = chaos.Relay(first.getsockname()[1])
+    try:
+        conn = socket.create_connection(("127.0.0.1", relay.port))
+        assert _ask(conn, b"x", 2) == b"1:x"
+        relay.point_at(second.getsockname()[1])
+        conn.settimeout(2)
+        assert conn.recv(1024) == b""  # a walreceiver sees its connection end, and reconnects ...
+        again = socket.create_connection(("127.0.0.1", relay.port))
+        assert _ask(again, b"y", 2) == b"2:y"  # ... to the new primary
+    finally:
+        relay.close()
+        first.close()
+        second.close()
