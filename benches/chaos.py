@@ -425,6 +425,7 @@ class Run:
         self.fault_log = []
         self.errors = {}  # (server, SQLSTATE or class) -> count, on the load
         self.pgbench_restarts = 0
+        self.rows_read = 0  # rows read at the end, every copy counted
         self.w2_worker_ids = set()
         self.stopping = threading.Event()
 
@@ -543,7 +544,7 @@ class Run:
                                                                      started, finished))
                         if name == "w2" and worker is not None:
                             self.w2_worker_ids.add(worker)
-                        time.sleep(0.002)
+                        time.sleep(self.args.pause_ms / 1000)
             except Exception as e:
                 self._count_error(name, e)
                 time.sleep(0.1)
@@ -563,7 +564,8 @@ class Run:
             if left < 1:
                 return
             cmd = [server.bin("pgbench"), "-n", "-h", server.socket_dir, "-p", str(server.port), "-U", "postgres",
-                   "-c", "2", "-j", "1", "-T", str(left), "-f", script, "postgres"]
+                   "-c", "2", "-j", "1", "-T", str(left), *(["-R", str(self.args.rate)] if self.args.rate else []),
+                   "-f", script, "postgres"]
             with open(os.path.join(self.base, f"pgbench-{role}.log"), "a") as out:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
                 while proc.poll() is None:
@@ -758,19 +760,23 @@ class Run:
 
     def stored(self):
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
-        rows = []
-        w2_ids = sorted(self.w2_worker_ids)
+        found = set()  # a row's copies (standbys, the subscriber) are one hand-out: read once
         for name in ("a", "b", "c", "w2", "sub"):
-            for sid, u, issuer in self.servers[name].q("SELECT id, u::text, issuer FROM events", timeout_s=300):
-                worker = 1 if issuer in LINEAGE else (w2_ids[0] if len(w2_ids) == 1 else None)
-                if self.args.plant == "shared-worker-id" and issuer == "w2":
-                    worker = 1
-                rows.append(history_check.Issued(issuer, 0, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
-                rows.append(history_check.Issued(issuer, 0, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
-        return rows
+            rows = self.servers[name].q("SELECT id, u::text, issuer FROM events", timeout_s=600)
+            self.rows_read += len(rows)
+            found.update(rows)
+        w2_ids = sorted(self.w2_worker_ids)
+        out = []
+        for sid, u, issuer in found:
+            worker = 1 if issuer in LINEAGE else (w2_ids[0] if len(w2_ids) == 1 else None)
+            if self.args.plant == "shared-worker-id" and issuer == "w2":
+                worker = 1
+            out.append(history_check.Issued(issuer, 0, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
+            out.append(history_check.Issued(issuer, 0, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
+        return out
 
     def go(self):
-        faults = schedule(self.args.seed, self.args.seconds)
+        faults = schedule(self.args.seed, self.args.seconds, self.args.mean_gap)
         print(f"chaos: seed {self.args.seed}, {self.args.seconds} s, {len(faults)} faults; building ...",
               file=sys.stderr)
         self.build()
@@ -848,28 +854,33 @@ def _wait_quietly(predicate, timeout):
 # ---- the report ----------------------------------------------------------------------------
 
 
-def summary(args, faults, fault_log, report, history, errors, stuck, restarts, promotions):
+def summary(args, faults, fault_log, report, history, errors, stuck, restarts, promotions, rows_read):
     by_kind = {}
     for e in fault_log:
         k = by_kind.setdefault(e["kind"], {"done": 0, "failed": 0})
         k["failed" if e["outcome"].startswith("failed") else "done"] += 1
     checked = {"select": sum(not i.stored for i in history), "stored": sum(i.stored for i in history)}
-    return {"seed": args.seed, "seconds": args.seconds, "plant": args.plant, "faults_scheduled": len(faults),
+    command = f"--seconds {args.seconds} --seed {args.seed} --mean-gap {args.mean_gap} --rate {args.rate} " \
+              f"--pause-ms {args.pause_ms}" + (f" --plant {args.plant}" if args.plant else "")
+    return {"command": command, "seed": args.seed, "seconds": args.seconds, "plant": args.plant,
+            "faults_scheduled": len(faults),
             "faults_by_kind": by_kind, "faults_unfinished": stuck, "promotions": len(promotions),
-            "ids_checked": report.checked, "ids_by_source": checked, "violations": len(report.violations),
+            "ids_checked": report.checked, "ids_by_source": checked, "rows_read_with_copies": rows_read,
+            "violations": len(report.violations),
             "excused": len(report.excused), "pgbench_restarts": restarts,
             "load_errors": {f"{s} {code}": n for (s, code), n in sorted(errors.items())}}
 
 
 def markdown(s, report, fault_log):
     lines = [f"# Chaos run: seed {s['seed']}, {s['seconds']} s" + (f", planted: {s['plant']}" if s["plant"] else ""),
-             "", f"Replay: `bash benches/chaos --seconds {s['seconds']} --seed {s['seed']}`", "",
+             "", f"Replay: `bash benches/chaos {s['command']}`", "",
              "| fault | carried out | failed |", "|---|---:|---:|"]
     for kind in sorted(KINDS):
         k = s["faults_by_kind"].get(kind, {"done": 0, "failed": 0})
         lines.append(f"| {kind} | {k['done']} | {k['failed']} |")
     lines += ["", f"Ids checked: {s['ids_checked']} ({s['ids_by_source']['select']} handed out by SELECT, "
-                  f"{s['ids_by_source']['stored']} read from tables on every server); promotions: "
+                  f"{s['ids_by_source']['stored']} from the rows of every server's tables, "
+                  f"{s['rows_read_with_copies']} rows read with their copies); promotions: "
                   f"{s['promotions']}; violations: **{s['violations']}**; excused (the documented asynchronous "
                   f"gap): {s['excused']}.", ""]
     if report.violations:
@@ -892,12 +903,16 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="a folder for chaos.md, chaos.json and faults.csv")
     ap.add_argument("--plant", choices=["shared-worker-id"], default=None,
                     help="a bug the checker must catch: w2 with a's worker id and no registry")
+    ap.add_argument("--mean-gap", type=float, default=3.0, help="the mean time between faults, s")
+    ap.add_argument("--rate", type=int, default=0,
+                    help="rows a second each writer's pgbench inserts at most (pgbench -R); 0: as fast as it can")
+    ap.add_argument("--pause-ms", type=float, default=2.0, help="each SELECT client's pause between calls")
     ap.add_argument("--schedule-only", action="store_true", help="print the schedule and stop")
     args = ap.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 2**31)
     if args.schedule_only:
-        for f in schedule(args.seed, args.seconds):
+        for f in schedule(args.seed, args.seconds, args.mean_gap):
             print(json.dumps(asdict(f)))
         return 0
     import cluster
@@ -907,7 +922,8 @@ def main(argv=None):
         faults, report, stuck, history = run.go()
     finally:
         run.close()
-    s = summary(args, faults, run.fault_log, report, history, run.errors, stuck, run.pgbench_restarts, run.promotions)
+    s = summary(args, faults, run.fault_log, report, history, run.errors, stuck, run.pgbench_restarts, run.promotions,
+                run.rows_read)
     md = markdown(s, report, run.fault_log)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -922,7 +938,7 @@ def main(argv=None):
     print(json.dumps(s))
     if not report.ok():
         print(md, file=sys.stderr)
-        print(f"chaos: {len(report.violations)} violations; replay with --seed {args.seed} --seconds {args.seconds}",
+        print(f"chaos: {len(report.violations)} violations; replay with: bash benches/chaos {s['command']}",
               file=sys.stderr)
         return 1
     shutil.rmtree(base, ignore_errors=True)
