@@ -41,13 +41,19 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
     assert report.sanity(rows, strategies, [1, 2]) == []
     # An index far inside shared_buffers reads nothing: the pages it adds are counted apart, on 15
     # too (whose pg_statio counts each new page as a block read: 10 per 1,000 rows here before
-    # they were taken out). 16+ evict nothing either; 15's "evicted" is buffers_alloc, which also
-    # counts the catalog pages a fresh server's first connections bring in (an upper bound).
+    # they were taken out). 15 counts the study table's own blocks; 16+'s pg_stat_io counts every
+    # relation of the server, so there a run also reads the catalog pages its fresh connections
+    # bring in: a few dozen blocks whatever the rows (17 read 35 here, 1.2 per 1,000 rows at this
+    # size, 0.04 at 1M), bounded in blocks, not per row. 16+ evict nothing either; 15's "evicted"
+    # is buffers_alloc, which also counts those catalog pages (an upper bound).
     for r in rows:
         if r["strategy"] == "bigserial":
             assert r["index_to_shared_buffers"] < 0.1 and r["blks_extended_per_1k_rows"] > 5, r
-            assert r["blks_read_per_1k_rows"] < 1, r
-            assert pg_major == 15 or r["blks_evicted_per_1k_rows"] < 1, r
+            if pg_major == 15:
+                assert r["blks_read_per_1k_rows"] < 1, r
+            else:
+                assert r["blks_read_per_1k_rows"] * r["rows"] / 1000 < 100, r
+                assert r["blks_evicted_per_1k_rows"] < 1, r
 
 
 def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(module_factory, tmp_path):
