@@ -9,7 +9,7 @@ import chaos
 import cluster
 import pytest
 
-FIXED_SEED = 25  # due: a failover, cut links, clock steps, a registry outage in its first 45 s
+FIXED_SEED = 25  # due: a failover, cut links, clock steps, a registry outage in its first 40 s
 SHORT_S = 40
 
 
