@@ -1,4 +1,5 @@
-"""NOT RUN by make test yet: the fixed-seed schedule failed once in CI (heal: c did not replay within 120 s); run it with `pytest pg_test/chaos_scenarios.py` until that is fixed.
+"""NOT RUN by make test yet: the fixed-seed schedule failed once in CI (heal: c did not replay
+within 120 s); run it with `pytest pg_test/chaos_scenarios.py` until that is fixed.
 
 The fault schedule (benches/chaos.py) under `make test`: a short schedule with a fixed seed, one
 with a random seed (printed, to replay it), and one with a bug planted that the checker must catch.
