@@ -39,6 +39,7 @@ Runs as the postgres user with PG_BIN naming the server build (benches/chaos set
 usage: chaos.py [--seconds S] [--seed N] [--out DIR] [--plant shared-worker-id]
 """
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -295,10 +296,7 @@ class Server:
         return True, done.stdout.strip().splitlines()[-1:]
 
     def library_env(self):
-        lib = os.path.normpath(os.path.join(self.cluster.pg_bin(), "..", "lib"))
-        if not os.path.exists(os.path.join(lib, "libpq.so.5")):
-            return {}
-        return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p)}
+        return self.cluster.library_env(self.cluster.pg_bin())
 
     def postmaster_pid(self):
         try:
@@ -349,15 +347,15 @@ class Server:
         for p in [pid, *map(int, children)]:
             _wait_gone(p)
 
-    def connect(self, timeout=3):
+    def connect(self, timeout=3, db="postgres"):
         import psycopg2
-        conn = psycopg2.connect(host=self.socket_dir, port=self.port, user="postgres", dbname="postgres",
+        conn = psycopg2.connect(host=self.socket_dir, port=self.port, user="postgres", dbname=db,
                                 connect_timeout=timeout)
         conn.autocommit = True
         return conn
 
-    def q(self, sql, timeout_s=30):
-        conn = self.connect()
+    def q(self, sql, timeout_s=30, db="postgres"):
+        conn = self.connect(db=db)
         try:
             with conn.cursor() as cur:
                 cur.execute(f"SET statement_timeout = '{int(timeout_s * 1000)}'")
@@ -450,7 +448,7 @@ class Run:
         if done.returncode != 0:
             raise RuntimeError(f"installing the registry: {done.stderr}")
         for role in ("lineage", "w2"):
-            _registry_q(reg, f"CREATE ROLE {role} LOGIN IN ROLE idgen_fleet")
+            reg.q(f"CREATE ROLE {role} LOGIN IN ROLE idgen_fleet", db="registry")
 
         def member(user, worker):
             return ["shared_preload_libraries = 'idgen'", f"idgen.worker_id = {worker}",
@@ -603,6 +601,7 @@ class Run:
         with self.history_lock:
             self.fault_log.append(entry)
 
+    @contextlib.contextmanager
     def _locked(self, role):
         """The server the role names now, its lock held (re-resolved if a failover moved it)."""
         while True:
@@ -610,44 +609,43 @@ class Run:
             s = self.servers[name]
             s.lock.acquire()
             if self.resolve(role) == name:
-                return s
+                break
+            s.lock.release()
+        try:
+            yield s
+        finally:
             s.lock.release()
 
     def do_kill_backend(self, f):
-        s = self._locked(f.target)
-        try:
-            pids = []  # the load may still be reconnecting after another fault: wait for it a while
+        with self._locked(f.target) as s:
+            killed = []  # the load may still be reconnecting after another fault: wait for it a while
+            rng = random.Random(f.at_s)
 
-            def some():
-                pids[:] = [r[0] for r in s.q("SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                                             "AND pid <> pg_backend_pid()", timeout_s=5)]
-                return pids
-            if not _wait_quietly(some, 10):
+            def kill_one():
+                pids = [r[0] for r in s.q("SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                                          "AND pid <> pg_backend_pid()", timeout_s=5)]
+                if pids:
+                    pid = rng.choice(sorted(pids))
+                    os.kill(pid, signal.SIGKILL)  # ProcessLookupError (it ended meanwhile): try again
+                    killed.append(pid)
+                return killed
+            if not _wait_quietly(kill_one, 10):
                 return f"{s.name}: no client backend to kill"
-            pid = random.Random(f.at_s).choice(sorted(pids))
-            os.kill(pid, signal.SIGKILL)
+            pid = killed[0]
             s.wait_for_connections()
             return f"{s.name}: killed backend {pid}; crash recovery done"
-        finally:
-            s.lock.release()
 
     def do_kill_postmaster(self, f):
-        s = self._locked(f.target)
-        try:
+        with self._locked(f.target) as s:
             s.kill_everything()
             s.start()
             return f"{s.name}: postmaster and children killed, restarted"
-        finally:
-            s.lock.release()
 
     def do_immediate_restart(self, f):
-        s = self._locked(f.target)
-        try:
+        with self._locked(f.target) as s:
             s.stop("immediate")
             s.start()
             return f"{s.name}: stopped immediately, restarted"
-        finally:
-            s.lock.release()
 
     def do_clock_step(self, f):
         name = self.resolve(f.target)
@@ -671,19 +669,18 @@ class Run:
         return f"registry down for {f.amount} s"
 
     def do_slow_push(self, f):
-        s = self._locked(f.target)
-        try:
-            s.env_vars["IDGEN_TEST_PUSH_DELAY_MS"] = str(PUSH_DELAY_MS)
-            s.stop("fast")
-            s.start()
-            time.sleep(f.amount)
-            del s.env_vars["IDGEN_TEST_PUSH_DELAY_MS"]
-            s.stop("fast")
-            s.start()
-            return f"{s.name}: pushes {PUSH_DELAY_MS} ms slower for {f.amount} s"
-        finally:
-            s.env_vars.pop("IDGEN_TEST_PUSH_DELAY_MS", None)
-            s.lock.release()
+        with self._locked(f.target) as s:
+            try:
+                s.env_vars["IDGEN_TEST_PUSH_DELAY_MS"] = str(PUSH_DELAY_MS)
+                s.stop("fast")
+                s.start()
+                time.sleep(f.amount)
+                del s.env_vars["IDGEN_TEST_PUSH_DELAY_MS"]
+                s.stop("fast")
+                s.start()
+                return f"{s.name}: pushes {PUSH_DELAY_MS} ms slower for {f.amount} s"
+            finally:
+                s.env_vars.pop("IDGEN_TEST_PUSH_DELAY_MS", None)
 
     def do_failover(self, f):
         with self.topology:  # no client connects and no role resolves while the roles move
@@ -821,17 +818,6 @@ class Run:
                 s.cleanup()
             except Exception as e:
                 print(f"chaos: could not stop {s.name}: {e}", file=sys.stderr)
-
-
-def _registry_q(reg, sql):
-    import psycopg2
-    c = psycopg2.connect(host=reg.socket_dir, port=reg.port, user="postgres", dbname="registry")
-    c.autocommit = True
-    try:
-        with c.cursor() as cur:
-            cur.execute(sql)
-    finally:
-        c.close()
 
 
 def _wait(predicate, what, timeout):

