@@ -291,7 +291,7 @@ class Server:
                                f"host={source.socket_dir} port={source.port} user=postgres dbname=postgres"],
                               capture_output=True, text=True, env={**os.environ, **self.library_env()})
         if done.returncode != 0:
-            return False, done.stderr.strip().splitlines()[-1:] or ["?"]
+            return False, [" / ".join(done.stderr.strip().splitlines()[-3:]) or "?"]
         self.write_own(standby_of)
         return True, done.stdout.strip().splitlines()[-1:]
 
@@ -417,6 +417,7 @@ class Run:
         self.roles = {}  # primary / sync / async -> a, b or c
         self.timeline = {name: 1 for name in (*LINEAGE, "w2")}  # promotions counted here
         self.promotions = []
+        self.heal_log = []  # what heal() had to repair after the schedule
         self.history = []  # history_check.Issued, SELECT calls
         self.history_lock = threading.Lock()
         self.topology = threading.RLock()  # held by a failover while it moves the roles
@@ -706,11 +707,10 @@ class Run:
                     relay.point_at(new.port)
                 how = [f"{old.name} -> {new.name}"]
                 how.append(self._reattach(old, new))
-                other_ok = _wait_quietly(lambda: new.q(
-                    f"SELECT 1 FROM pg_stat_replication WHERE application_name = '{other.name}' "
-                    "AND state = 'streaming'"), 8)
-                if not other_ok:
-                    other.stop("fast")
+                # the asynchronous standby may have received WAL the synchronous one had not (commits
+                # wait for the synchronous standby, WAL goes to both): then it cannot follow the new
+                # timeline and needs pg_rewind too
+                if not _wait_quietly(lambda: follows(other, new), 10):
                     how.append(self._reattach(other, new))
                 return "; ".join(how)
             finally:
@@ -718,7 +718,12 @@ class Run:
                     s.lock.release()
 
     def _reattach(self, s, primary):
-        s.stop("immediate")
+        # a standby is stopped cleanly: pg_rewind runs crash recovery on a target that was not, in
+        # single-user mode, which refuses standby mode; one that crashed loses its standby.signal
+        # for that (write_own puts it back)
+        s.stop("fast")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(s.data_dir, "standby.signal"))
         # pg_rewind reads the source's timeline from its control file, which a promotion updates
         # only at its first checkpoint
         primary.q("CHECKPOINT", timeout_s=120)
@@ -728,10 +733,13 @@ class Run:
             return f"{s.name} rewound"
         s.base_backup_from(primary, self.relays[s.name].port)
         s.start()
-        return f"{s.name} rebuilt (pg_rewind: {said[0][:80]})"
+        return f"{s.name} rebuilt (pg_rewind: {said[0][:240]})"
 
     # -- the end --------------------------------------------------------------------------------
     def heal(self):
+        """Every server up, every standby following the primary's timeline and replayed to its end,
+        the subscriber caught up. A standby that does not follow or does not catch up is re-attached
+        (what the run's last failover may have left), and said in the report's healing notes."""
         for relay in self.relays.values():
             relay.restore()
         for name in ("registry", "a", "b", "c", "w2", "sub"):
@@ -740,20 +748,29 @@ class Run:
                 s.start()
             s.wait_for_connections()
         primary = self.servers[self.roles["primary"]]
-        for r in ("sync", "async"):
-            s = self.servers[self.roles[r]]
-            ok = _wait_quietly(lambda s=s: primary.q(f"SELECT 1 FROM pg_stat_replication WHERE application_name = "
-                                                      f"'{s.name}' AND state = 'streaming'"), 30)
-            if not ok:
-                s.stop("fast")
-                self._reattach(s, primary)
+        standbys = [self.servers[self.roles[r]] for r in ("sync", "async")]
+        for s in standbys:
+            if not _wait_quietly(lambda s=s: follows(s, primary), 30):
+                self._heal_one(s, primary, "does not follow the primary's timeline")
         lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
-        for r in ("sync", "async"):
-            s = self.servers[self.roles[r]]
-            _wait(lambda s=s: s.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"), f"{s.name} replay", 120)
+        for s in standbys:
+            if not _wait_quietly(lambda s=s: replayed(s, lsn), 60):
+                self._heal_one(s, primary, f"streams but has not replayed to {lsn} in 60 s")
+                _wait(lambda s=s: replayed(s, lsn), f"{s.name} replay after re-attaching", 120)
         w2, sub = self.servers["w2"], self.servers["sub"]
         made = w2.one("SELECT count(*) FROM events")
         _wait_quietly(lambda: sub.one("SELECT count(*) FROM events") >= made, 120)
+
+    def _heal_one(self, s, primary, why):
+        try:
+            receiver = s.q("SELECT status, received_tli, flushed_lsn, pg_last_wal_replay_lsn() "
+                           "FROM pg_stat_wal_receiver RIGHT JOIN (SELECT) AS one ON true")[0]
+        except Exception as e:
+            receiver = type(e).__name__
+        said = [f"receiver {receiver}", *log_lines(s.log_file, ("PANIC", "FATAL", "timeline", "could not"), 2)]
+        how = self._reattach(s, primary)
+        _wait(lambda: follows(s, primary), f"{s.name} following {primary.name} after re-attaching", 60)
+        self.heal_log.append(f"{s.name} {why} ({' / '.join(said)}): {how}")
 
     def stored(self):
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
@@ -837,10 +854,34 @@ def _wait_quietly(predicate, timeout):
     return False
 
 
+def follows(standby, primary):
+    """The standby's WAL receiver streams the primary's current timeline. A standby that has WAL
+    past the point where the primary's timeline forked off shows up as streaming for moments (it
+    reads the old timeline up to the fork, then refuses the new one), so the primary's
+    pg_stat_replication is not proof; the timeline it has received is."""
+    tli = int(primary.one("SELECT pg_walfile_name(pg_current_wal_lsn())")[:8], 16)
+    rows = standby.q("SELECT status, received_tli FROM pg_stat_wal_receiver")
+    return bool(rows) and rows[0][0] == "streaming" and rows[0][1] == tli
+
+
+def replayed(standby, lsn):
+    return standby.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn")
+
+
+def log_lines(path, words, n):
+    """The last n lines of a server log that hold any of the words (for the report)."""
+    try:
+        with open(path, errors="replace") as f:
+            hits = [line.strip() for line in f if any(w in line for w in words)]
+    except OSError:
+        return []
+    return [h[:160] for h in hits[-n:]]
+
+
 # ---- the report ----------------------------------------------------------------------------
 
 
-def summary(args, faults, fault_log, report, history, errors, stuck, restarts, promotions, rows_read):
+def summary(args, faults, fault_log, report, history, errors, stuck, restarts, promotions, rows_read, healed):
     by_kind = {}
     for e in fault_log:
         k = by_kind.setdefault(e["kind"], {"done": 0, "failed": 0})
@@ -854,7 +895,8 @@ def summary(args, faults, fault_log, report, history, errors, stuck, restarts, p
             "ids_checked": report.checked, "ids_by_source": checked, "rows_read_with_copies": rows_read,
             "violations": len(report.violations),
             "excused": len(report.excused), "pgbench_restarts": restarts,
-            "load_errors": {f"{s} {code}": n for (s, code), n in sorted(errors.items())}}
+            "load_errors": {f"{s} {code}": n for (s, code), n in sorted(errors.items())},
+            "healed": list(healed)}
 
 
 def markdown(s, report, fault_log):
@@ -871,6 +913,8 @@ def markdown(s, report, fault_log):
                   f"gap): {s['excused']}.", ""]
     if report.violations:
         lines += ["## Violations", "", *[f"- {v}" for v in report.violations[:50]], ""]
+    if s["healed"]:
+        lines += ["## Repaired after the schedule (heal)", "", *[f"- {h}" for h in s["healed"]], ""]
     if s["load_errors"]:
         lines += ["## Errors the load saw (server, SQLSTATE: count)", "",
                   *[f"- {k}: {n}" for k, n in s["load_errors"].items()], ""]
@@ -906,10 +950,17 @@ def main(argv=None):
     run = Run(args, base, cluster)
     try:
         faults, report, stuck, history = run.go()
+    except BaseException:
+        print(f"chaos: the run broke off (seed {args.seed}); its servers' logs are kept in {base}; "
+              "their last lines:", file=sys.stderr)
+        for s in run.servers.values():
+            for line in log_lines(s.log_file, ("",), 15):
+                print(f"  {s.name}: {line}", file=sys.stderr)
+        raise
     finally:
         run.close()
     s = summary(args, faults, run.fault_log, report, history, run.errors, stuck, run.pgbench_restarts, run.promotions,
-                run.rows_read)
+                run.rows_read, run.heal_log)
     md = markdown(s, report, run.fault_log)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
