@@ -278,7 +278,7 @@ class Server:
         shutil.rmtree(self.data_dir, ignore_errors=True)
         done = subprocess.run([self.bin("pg_basebackup"), "-D", self.data_dir, "-X", "stream", "-c", "fast",
                                "-h", source.socket_dir, "-p", str(source.port), "-U", "postgres"],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"pg_basebackup {source.name} -> {self.name}: {done.stderr}")
         os.chmod(self.data_dir, 0o700)
@@ -289,7 +289,7 @@ class Server:
         down cleanly: pg_rewind runs it); standby.signal and own.conf again afterwards."""
         done = subprocess.run([self.bin("pg_rewind"), "-D", self.data_dir, "--source-server",
                                f"host={source.socket_dir} port={source.port} user=postgres dbname=postgres"],
-                              capture_output=True, text=True, env={**os.environ, **self.library_env()})
+                              capture_output=True, text=True, env={**os.environ, **self.library_env()}, timeout=300)
         if done.returncode != 0:
             return False, [" / ".join(done.stderr.strip().splitlines()[-3:]) or "?"]
         self.write_own(standby_of)
@@ -418,13 +418,15 @@ class Run:
         self.timeline = {name: 1 for name in (*LINEAGE, "w2")}  # promotions counted here
         self.promotions = []
         self.heal_log = []  # what heal() had to repair after the schedule
+        self.salvaged = set()  # rows read from a standby before it was rewound or rebuilt
+        self.rows_read_before_rewinds = 0
         self.history = []  # history_check.Issued, SELECT calls
         self.history_lock = threading.Lock()
         self.topology = threading.RLock()  # held by a failover while it moves the roles
         self.fault_log = []
         self.errors = {}  # (server, SQLSTATE or class) -> count, on the load
         self.pgbench_restarts = 0
-        self.rows_read = 0  # rows read at the end, every copy counted
+        self.rows_read = 0  # rows read (at the end, and before a rewind), every copy counted
         self.w2_worker_ids = set()
         self.stopping = threading.Event()
 
@@ -604,12 +606,18 @@ class Run:
 
     @contextlib.contextmanager
     def _locked(self, role):
-        """The server the role names now, its lock held (re-resolved if a failover moved it)."""
+        """The server the role names now, its lock held (re-resolved if a failover moved it).
+
+        Never waits for the topology while it holds a server's lock: a failover holds the
+        topology while it takes the servers' locks, so that order deadlocks (CI met it on 16: a
+        failover and the two faults queued behind it hung). Once the lock is held the roles
+        cannot move under it (a failover moves them only with every lineage server's lock), so
+        the check reads them without the topology."""
         while True:
             name = self.resolve(role)
             s = self.servers[name]
             s.lock.acquire()
-            if self.resolve(role) == name:
+            if self.roles.get(role, role) == name:
                 break
             s.lock.release()
         try:
@@ -718,6 +726,14 @@ class Run:
                     s.lock.release()
 
     def _reattach(self, s, primary):
+        if s.running():
+            # the rows a rewind or a rebuild is about to discard were handed out all the same: keep
+            # them for the checker (a standby that cannot follow holds rows no other server has)
+            with contextlib.suppress(Exception):
+                rows = s.q("SELECT id, u::text, issuer FROM events", timeout_s=120)
+                self.rows_read += len(rows)
+                self.rows_read_before_rewinds += len(rows)
+                self.salvaged.update(rows)
         # a standby is stopped cleanly: pg_rewind runs crash recovery on a target that was not, in
         # single-user mode, which refuses standby mode; one that crashed loses its standby.signal
         # for that (write_own puts it back)
@@ -774,7 +790,7 @@ class Run:
 
     def stored(self):
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
-        found = set()  # a row's copies (standbys, the subscriber) are one hand-out: read once
+        found = set(self.salvaged)  # a row's copies (standbys, the subscriber) are one hand-out: read once
         for name in ("a", "b", "c", "w2", "sub"):
             rows = self.servers[name].q("SELECT id, u::text, issuer FROM events", timeout_s=600)
             self.rows_read += len(rows)
@@ -815,8 +831,9 @@ class Run:
         while time.monotonic() < self.stop_at:
             time.sleep(0.1)
         self.stopping.set()
+        deadline = time.monotonic() + 180  # for them all: a fault still running then is reported as unfinished
         for t in running:
-            t.join(180)
+            t.join(max(0.0, deadline - time.monotonic()))
         for t in load:
             t.join(30)
         stuck = sum(t.is_alive() for t in running)
@@ -881,9 +898,9 @@ def log_lines(path, words, n):
 # ---- the report ----------------------------------------------------------------------------
 
 
-def summary(args, faults, fault_log, report, history, errors, stuck, restarts, promotions, rows_read, healed):
+def summary(args, faults, run, report, history, stuck):
     by_kind = {}
-    for e in fault_log:
+    for e in run.fault_log:
         k = by_kind.setdefault(e["kind"], {"done": 0, "failed": 0})
         k["failed" if e["outcome"].startswith("failed") else "done"] += 1
     checked = {"select": sum(not i.stored for i in history), "stored": sum(i.stored for i in history)}
@@ -891,12 +908,13 @@ def summary(args, faults, fault_log, report, history, errors, stuck, restarts, p
               f"--pause-ms {args.pause_ms}" + (f" --plant {args.plant}" if args.plant else "")
     return {"command": command, "seed": args.seed, "seconds": args.seconds, "plant": args.plant,
             "faults_scheduled": len(faults),
-            "faults_by_kind": by_kind, "faults_unfinished": stuck, "promotions": len(promotions),
-            "ids_checked": report.checked, "ids_by_source": checked, "rows_read_with_copies": rows_read,
+            "faults_by_kind": by_kind, "faults_unfinished": stuck, "promotions": len(run.promotions),
+            "ids_checked": report.checked, "ids_by_source": checked, "rows_read_with_copies": run.rows_read,
+            "rows_read_before_rewinds": run.rows_read_before_rewinds,
             "violations": len(report.violations),
-            "excused": len(report.excused), "pgbench_restarts": restarts,
-            "load_errors": {f"{s} {code}": n for (s, code), n in sorted(errors.items())},
-            "healed": list(healed)}
+            "excused": len(report.excused), "pgbench_restarts": run.pgbench_restarts,
+            "load_errors": {f"{s} {code}": n for (s, code), n in sorted(run.errors.items())},
+            "healed": list(run.heal_log)}
 
 
 def markdown(s, report, fault_log):
@@ -908,7 +926,8 @@ def markdown(s, report, fault_log):
         lines.append(f"| {kind} | {k['done']} | {k['failed']} |")
     lines += ["", f"Ids checked: {s['ids_checked']} ({s['ids_by_source']['select']} handed out by SELECT, "
                   f"{s['ids_by_source']['stored']} from the rows of every server's tables, "
-                  f"{s['rows_read_with_copies']} rows read with their copies); promotions: "
+                  f"{s['rows_read_with_copies']} rows read with their copies, "
+                  f"{s['rows_read_before_rewinds']} of them from standbys about to be rewound); promotions: "
                   f"{s['promotions']}; violations: **{s['violations']}**; excused (the documented asynchronous "
                   f"gap): {s['excused']}.", ""]
     if report.violations:
@@ -959,8 +978,7 @@ def main(argv=None):
         raise
     finally:
         run.close()
-    s = summary(args, faults, run.fault_log, report, history, run.errors, stuck, run.pgbench_restarts, run.promotions,
-                run.rows_read, run.heal_log)
+    s = summary(args, faults, run, report, history, stuck)
     md = markdown(s, report, run.fault_log)
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -113,3 +113,47 @@ def test_a_relay_pointed_elsewhere_closes_what_it_carried_and_reaches_the_new_on
         relay.close()
         first.close()
         second.close()
+
+
+class _LockThatWaits:
+    """A server's lock that, once the fault has taken it, lets a failover take the topology
+    before the fault goes on: the interleaving that deadlocked on 16."""
+
+    def __init__(self, taken, failover_in):
+        self._lock = threading.Lock()
+        self._taken, self._failover_in = taken, failover_in
+        self._first = True
+
+    def acquire(self, timeout=-1):
+        got = self._lock.acquire(timeout=timeout)
+        if got and self._first:
+            self._first = False
+            self._taken.set()
+            self._failover_in.wait(5)
+        return got
+
+    def release(self):
+        self._lock.release()
+
+
+def test_a_fault_holding_a_servers_lock_does_not_wait_for_a_failover_that_waits_for_it():
+    run = chaos.Run(None, None, None)
+    run.roles = {"primary": "a", "sync": "b", "async": "c"}
+    taken, failover_in, failover_done = threading.Event(), threading.Event(), threading.Event()
+    lock = _LockThatWaits(taken, failover_in)
+    run.servers = {"a": type("S", (), {"lock": lock, "name": "a"})()}
+
+    def failover():  # as do_failover: the topology first, then the servers' locks
+        taken.wait(5)
+        with run.topology:
+            failover_in.set()
+            if lock.acquire(timeout=5):
+                lock.release()
+                failover_done.set()
+
+    f = threading.Thread(target=failover, daemon=True)
+    f.start()
+    with run._locked("primary") as s:
+        assert s.name == "a"
+    f.join(10)
+    assert failover_done.is_set(), "the failover could not take the lock the fault held"
