@@ -872,10 +872,10 @@ def _wait_quietly(predicate, timeout):
 
 
 def follows(standby, primary):
-    """The standby's WAL receiver streams the primary's current timeline. A standby that has WAL
-    past the point where the primary's timeline forked off shows up as streaming for moments (it
-    reads the old timeline up to the fork, then refuses the new one), so the primary's
-    pg_stat_replication is not proof; the timeline it has received is."""
+    """The standby's WAL receiver streams the primary's current timeline: the standby's own word
+    that it is on that timeline, rather than a walsender row on the primary, which says only that
+    something connected. (A standby with WAL past the fork shows state 'startup' there and its
+    receiver 'waiting' on the old timeline; measured on 15.)"""
     tli = int(primary.one("SELECT pg_walfile_name(pg_current_wal_lsn())")[:8], 16)
     rows = standby.q("SELECT status, received_tli FROM pg_stat_wal_receiver")
     return bool(rows) and rows[0][0] == "streaming" and rows[0][1] == tli
