@@ -242,7 +242,7 @@ class Server:
         self.socket_dir = tempfile.mkdtemp(prefix="idgen-c-")
         os.chmod(self.socket_dir, 0o755)
         os.makedirs(self.base_dir, exist_ok=True)
-        self.port = _free_port()
+        self.port = self.cluster.free_port()
         self.own = list(own)
         self.env_vars = dict(env or {})
         self.clock = cluster_mod.FakeClock(os.path.join(self.base_dir, "faketime-offset"), self.running) \
@@ -382,14 +382,6 @@ class Server:
             self.kill_everything()
         finally:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _wait_gone(pid, timeout=10):

@@ -13,6 +13,7 @@ Runs as the postgres user (Postgres refuses root); pg_test/install.sh arranges t
 """
 
 import argparse
+import atexit
 import os
 import shutil
 import signal
@@ -120,6 +121,16 @@ def library_env(bin_dir):
     if not os.path.exists(os.path.join(lib, "libpq.so.5")):
         return {}
     return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p)}
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 for a server that testgres does not start (Patroni, etcd, the
+    fault schedule's own servers): reserved in testgres's port manager, which every process of a
+    run shares (a lock directory per port), so no concurrent test takes it for a cluster of its
+    own between this call and the bind; released when this process exits."""
+    port = testgres.utils.reserve_port()
+    atexit.register(testgres.utils.release_port, port)
+    return port
 
 
 class SqlError(Exception):

@@ -3,6 +3,12 @@
 Every scenario takes its servers from `cluster_factory` (or a module's shared one), so the same
 test runs against whichever PostgreSQL `PG_BIN` names (pg_test/run passes it). Runs as the
 postgres user; `make test` is the way in.
+
+Which version runs what (docs/testing.md): a test marked `version_specific(...)` with the code
+paths it exercises whose behaviour differs by server version (VERSION_PATHS) runs on every
+version; any other test runs on the default version (15) and the newest (18) only, and is
+deselected on 16 and 17. A test marked `alone` measures CPU time or a wall-clock rate, so
+pg_test/run runs it after the concurrent part, with nothing else running beside it.
 """
 
 import os
@@ -16,6 +22,52 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "benches"))
 
 import cluster  # noqa: E402
+
+DEFAULT_MAJOR, NEWEST_MAJOR = 15, 18
+
+# The server's code paths whose behaviour differs by version: a test that exercises one runs on
+# every version, and says which with @pytest.mark.version_specific("name", ...).
+VERSION_PATHS = {
+    "guc": "the idgen.* settings' check and assign hooks, and their memory (malloc() up to 15, "
+           "guc_malloc() from 16: src/settings.rs)",
+    "shmem": "shared memory and its LWLock and condition variable (the shmem request hook, 15+: "
+             "src/shared.rs)",
+    "wal": "the horizon's WAL record and custom resource manager, redo, crash recovery, "
+           "pg_walinspect and pg_waldump (src/horizon_store.rs)",
+    "syncrep": "waiting for synchronous standbys before ids past a horizon are handed out",
+    "bgworker": "the lease worker: a background worker with libpq, signals and restarts "
+                "(src/registry.rs, src/registry_client.rs); the relocatable builds' own libpq",
+    "replication": "streaming replication, promotion and pg_rewind as the server version does them",
+    "pg_stat_io": "the study's I/O counters (pg_statio_* on 15, pg_stat_io from 16)",
+    "core_uuidv7": "18's own uuidv7() and uuid_extract_timestamp(), which idgen's pg18 build leaves to core",
+    "pg_upgrade": "pg_upgrade between majors, and the libraries each version's build installs",
+    "sql_surface": "the SQL API as each build declares it (labels, defaults, errors), through pg_regress",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "version_specific(*paths): runs on every server version; each path is "
+                            "a key of conftest.VERSION_PATHS")
+    config.addinivalue_line("markers", "alone: measures CPU time or a wall-clock rate; pg_test/run runs it with "
+                            "no other test beside it")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Checks every version_specific marker's paths, and on a version other than the default and
+    the newest deselects the tests that exercise none of those paths."""
+    for item in items:
+        for mark in item.iter_markers("version_specific"):
+            unknown = [p for p in mark.args if p not in VERSION_PATHS]
+            if not mark.args or unknown:
+                raise pytest.UsageError(f"{item.nodeid}: version_specific takes code paths from conftest.VERSION_PATHS"
+                                        f" ({', '.join(VERSION_PATHS)}), not {unknown or 'none'}")
+    if cluster.server_major() in (DEFAULT_MAJOR, NEWEST_MAJOR):
+        return
+    keep = [i for i in items if i.get_closest_marker("version_specific")]
+    dropped = [i for i in items if not i.get_closest_marker("version_specific")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

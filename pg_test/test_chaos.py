@@ -11,6 +11,8 @@ import chaos
 import cluster
 import pytest
 
+pytestmark = pytest.mark.version_specific("wal", "syncrep", "replication", "bgworker")
+
 FIXED_SEED = 25  # due: a failover, cut links, clock steps, a registry outage in its first 40 s
 SHORT_S = 40
 

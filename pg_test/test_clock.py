@@ -7,7 +7,10 @@ import subprocess
 import time
 
 import cluster
+import pytest
 from conftest import sqlstate_and_hint
+
+pytestmark = pytest.mark.version_specific("wal", "shmem")
 
 
 def test_clock_steps_back_while_running(cluster_factory):
@@ -102,6 +105,7 @@ def test_uuid_v7_sorts_above_every_earlier_uuid_across_a_restart_and_a_crash_wit
     assert c.one("SELECT uuid_v7()::text") > newest
 
 
+@pytest.mark.alone
 def test_the_lead_a_crash_leaves_is_waited_out_and_is_no_clock_regression(cluster_factory):
     """After a crash the generator starts past the horizon on disk, up to 1 s (the lead) ahead of
     the clock that wrote it. That wait used to count as a clock regression and, for a session

@@ -1,6 +1,10 @@
 """The generators under concurrent load on one preloaded server: nothing lost, nothing
 duplicated, ordered per backend, and parallel workers share the generator."""
 
+import pytest
+
+pytestmark = pytest.mark.version_specific("shmem")
+
 
 def insert_from_four_backends(c, tmp_path, table, key_type, generator, transactions):
     """4 pgbench clients, each transaction inserting 1,000 rows keyed by `generator` into a

@@ -38,6 +38,8 @@ UUIDS = ('SELECT max(u::text COLLATE "C"), count(*) FROM '
          "(SELECT uuid_v7() AS u FROM generate_series(1, 1000)) s")
 CANCELED = "57014"
 
+pytestmark = pytest.mark.version_specific("syncrep", "shmem", "wal")
+
 # ---- the proxy ----------------------------------------------------------------------------
 
 PROXY = r"""
@@ -361,6 +363,7 @@ def timed(c, sql):
     return value, time.monotonic() - start
 
 
+@pytest.mark.alone
 def test_a_horizon_writer_terminated_mid_push_does_not_stop_the_others(cluster_factory):
     c = cluster_factory("slowpush", env={PUSH_DELAY: "3000"})
     c.q("CREATE EXTENSION idgen")
@@ -432,6 +435,7 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
 
 
+@pytest.mark.alone
 def test_waiters_use_no_cpu_while_a_push_is_slow(cluster_factory):
     c = cluster_factory("slowpush", env={PUSH_DELAY: "2000"})
     c.q("CREATE EXTENSION idgen")

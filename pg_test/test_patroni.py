@@ -57,7 +57,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -73,7 +72,7 @@ import pytest
 PATRONI = "/usr/bin/patroni"
 ETCD = "/usr/bin/etcd"
 TTL, LOOP_WAIT, RETRY_TIMEOUT = 10, 2, 4   # loop_wait + 2 * retry_timeout <= ttl, as Patroni asks
-CLOCK_STEP_S = 16        # each new leader's clock, set back by more than a failover takes (~9 s)
+CLOCK_STEP_S = 25        # each new leader's clock, set back by more than a failover takes (~9 s alone, more beside other tests)
 STALL_S = 2.5            # the leader's WAL sender stopped before the crash (horizon lead: 1 s)
 assert STALL_S > cluster.FakeClock.SETTLE_S   # the new leader's clock is set during the stall
 FAILOVER_S = 60          # until the other member is leader and has committed a row
@@ -89,12 +88,6 @@ TABLE = """CREATE TABLE t (sf bigint PRIMARY KEY DEFAULT snowflake_next(),
                          phase int)"""
 INSERT = f"INSERT INTO t (phase) SELECT {TIMELINE};\n"
 HANDOUT = f"SELECT {TIMELINE}, snowflake_next(), uuid_v7()::text"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(what, predicate, timeout, step=0.2):
@@ -169,7 +162,7 @@ class Member:
         self.log_dir = os.path.join(self.dir, "pg_log")
         self.patroni_log = os.path.join(self.dir, "patroni.log")
         self.config = os.path.join(self.dir, "patroni.yml")
-        self.port, self.api_port = free_port(), free_port()
+        self.port, self.api_port = cluster.free_port(), cluster.free_port()
         self.socket_dir = tempfile.mkdtemp(prefix="idgen-s-")
         os.makedirs(self.log_dir)
         self.clock = cluster.FakeClock(os.path.join(self.dir, "faketime-offset"), lambda: True)
@@ -313,7 +306,7 @@ class Stack:
         self.base = base
         self.synchronous_mode = synchronous_mode
         self.scope = f"idgen-{os.getpid()}-{int(time.time())}"
-        self.etcd_port, self.etcd_peer_port = free_port(), free_port()
+        self.etcd_port, self.etcd_peer_port = cluster.free_port(), cluster.free_port()
         self.etcd = None
         self.members = []
         self.stopped = []   # PIDs stopped with SIGSTOP

@@ -8,6 +8,8 @@ import cluster
 import psycopg2
 import pytest
 
+pytestmark = pytest.mark.version_specific("core_uuidv7", "pg_upgrade")
+
 PG15_BIN = "/usr/lib/postgresql/15/bin"
 
 

@@ -16,6 +16,8 @@ import cluster
 import psycopg2
 import pytest
 
+pytestmark = pytest.mark.version_specific("bgworker")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
 LEASE = "3s"
@@ -331,6 +333,7 @@ def _insert_until_killed(c):
 
 # ---- the registry stops -----------------------------------------------------------------------
 
+@pytest.mark.alone
 def test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones_carry_on(cluster_factory, registry):
     auto = member(cluster_factory, "auto", registry)
     fixed = member(cluster_factory, "fixed", registry, worker_id=900)

@@ -15,6 +15,8 @@ import time
 import pytest
 from cluster import wait_for_replay
 
+pytestmark = pytest.mark.version_specific("wal", "replication")
+
 LOAD = """\\set n random(1, 1000000)
 INSERT INTO t (n) VALUES (:n);
 """

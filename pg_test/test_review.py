@@ -8,6 +8,8 @@ import psycopg2
 import pytest
 from conftest import sqlstate_and_hint
 
+pytestmark = pytest.mark.version_specific("guc")
+
 KEY = "correct horse battery staple"
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 

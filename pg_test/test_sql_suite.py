@@ -3,7 +3,10 @@ convention pgrx and PGXS follow, driven from here on three kinds of server."""
 
 import os
 
+import pytest
 from conftest import HERE
+
+pytestmark = pytest.mark.version_specific("sql_surface", "guc")
 
 
 def regress(c, tmp_path, *tests):

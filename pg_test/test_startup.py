@@ -2,7 +2,10 @@
 
 import time
 
+import pytest
 from conftest import sqlstate_and_hint
+
+pytestmark = pytest.mark.version_specific("guc", "wal")
 
 
 def test_an_epoch_out_of_range_stops_the_server_from_starting_saying_why(cluster_factory):
