@@ -72,7 +72,7 @@ import pytest
 PATRONI = "/usr/bin/patroni"
 ETCD = "/usr/bin/etcd"
 TTL, LOOP_WAIT, RETRY_TIMEOUT = 10, 2, 4   # loop_wait + 2 * retry_timeout <= ttl, as Patroni asks
-CLOCK_STEP_S = 25        # each new leader's clock, set back by more than a failover takes (~9 s alone, more beside other tests)
+CLOCK_STEP_S = 25        # each new leader's clock, set back by more than a failover takes (~9-15 s)
 STALL_S = 2.5            # the leader's WAL sender stopped before the crash (horizon lead: 1 s)
 assert STALL_S > cluster.FakeClock.SETTLE_S   # the new leader's clock is set during the stall
 FAILOVER_S = 60          # until the other member is leader and has committed a row
