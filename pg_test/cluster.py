@@ -14,6 +14,7 @@ Runs as the postgres user (Postgres refuses root); pg_test/install.sh arranges t
 
 import argparse
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -159,6 +160,7 @@ class Cluster:
         self._conf = list(conf)
         self._fsync = fsync
         self.env_vars = dict(env or {})
+        self._copies = []  # made by base_backup(): stopped with this one (cleanup())
 
     # ---- life cycle ---------------------------------------------------------------------
 
@@ -182,6 +184,7 @@ class Cluster:
         this server's), conf and preload applied after it; env as for Cluster(). Not started."""
         c = Cluster(base_dir, port=port, preload=preload, worker_id=worker_id, conf=conf, fsync=self._fsync,
                     bin_dir=self.bin_dir, env=env)
+        self._copies.append(c)
         os.makedirs(base_dir, exist_ok=True)
         cmd = [os.path.join(self.bin_dir, "pg_basebackup"), "-D", c.data_dir, "-X", "stream", "-c", "fast",
                "-h", self.socket_dir, "-p", str(self.port), "-U", "postgres", *(["-R"] if standby else [])]
@@ -278,10 +281,13 @@ class Cluster:
         return self.node.status() == testgres.NodeStatus.Running
 
     def cleanup(self):
-        try:
+        """Stops this server and every copy base_backup() made of it (a promoted standby left
+        running by a test would otherwise outlive the run)."""
+        with contextlib.ExitStack() as every:  # each one runs even when another fails
+            for copy in self._copies:
+                every.callback(copy.cleanup)
+            every.callback(shutil.rmtree, self.socket_dir, ignore_errors=True)
             self.stop("immediate")
-        finally:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     @property
     def data_dir(self):

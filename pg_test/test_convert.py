@@ -229,3 +229,25 @@ def test_a_converted_database_dumps_and_restores(db, tmp_path):
     assert db.q("SELECT count(*), count(DISTINCT id) FROM customers", db="restored") == [(102, 102)]
     assert db.one("SELECT id FROM customers WHERE name = 'after restore'", db="restored") > high
     assert db.one("SELECT max(id) FROM orders", db="restored") > 300
+
+
+@pytest.mark.parametrize("server", ["no worker id", "not preloaded"])
+def test_convert_refuses_a_default_that_cannot_run_and_changes_nothing(cluster_factory, server):
+    if server == "no worker id":
+        c = cluster_factory("unset", worker_id=None)
+    else:
+        c = cluster_factory("plain", preload=False)
+    c.q("CREATE EXTENSION idgen", "CREATE TABLE orders (id bigserial PRIMARY KEY, n int)",
+        "INSERT INTO orders (n) VALUES (1), (2)")
+    want = c.error("SELECT snowflake_next()")
+    e = c.error("SELECT snowflake_convert_column('orders')")
+    assert e.pgcode == want.pgcode == "55000", (e, want)
+    assert e.diag.message_primary.startswith(
+        'snowflake_convert_column: snowflake_next() cannot run on this server, so it cannot be the DEFAULT'
+        ' of column "id" of public.orders: '), e
+    assert e.diag.message_primary.endswith(want.diag.message_primary)
+    assert e.diag.message_hint == want.diag.message_hint and e.diag.message_hint
+    assert c.one("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass") \
+        == "nextval('orders_id_seq'::regclass)"
+    c.q("INSERT INTO orders (n) VALUES (3)")
+    assert c.one("SELECT max(id) FROM orders") == 3

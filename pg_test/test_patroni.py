@@ -45,7 +45,7 @@ PostgreSQL 15 only: Debian's server, which Debian's Patroni is packaged beside (
 LD_LIBRARY_PATH for the WAL receiver (cluster.Cluster.library_env) through Patroni's
 environment, and CI runs the suite on four servers: over 3 more minutes each, for a failover
 path (the horizon's WAL record, replayed, and the synchronous wait) that test_replication.py and
-test_horizon_hardening.py already run on every version. Skips without patroni or etcd
+test_horizon_push.py already run on every version. Skips without patroni or etcd
 (pg_test/install.sh installs them).
 
 Every wait is bounded; every load stops by itself (pgbench -T, a deadline for the rest); every
@@ -143,6 +143,14 @@ def processes_under(base):
         if cwd == base or cwd.startswith(base + "/") or base in cmdline:
             found.append(int(entry))
     return found
+
+
+def describe(pids):
+    """ps's line for each pid (state, kernel wait channel, age, command), for a failure message."""
+    if not pids:
+        return "(none)"
+    return subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:24,etime,args", "-p", ",".join(map(str, pids))],
+                          capture_output=True, text=True).stdout
 
 
 def kill(pid, sig):
@@ -265,6 +273,8 @@ class Member:
             kill(pid, signal.SIGKILL)
         try:
             wait_until(f"{self.name}'s server processes to exit", lambda: not processes_under(self.data_dir), 15)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; still there:\n{describe(processes_under(self.data_dir))}") from None
         finally:
             for pid in processes_under(self.data_dir):
                 kill(pid, signal.SIGKILL)

@@ -53,3 +53,22 @@ def test_a_damaged_horizon_file_lets_the_server_start_and_snowflake_next_refuse(
     c.stop()
     with open(f"{c.data_dir}/idgen_horizon") as f:
         assert f.read() == "garbage\n"
+
+
+def test_a_horizon_in_microseconds_is_refused_with_the_unit_named(cluster_factory):
+    """The repair HINT asks for Unix milliseconds; a value in microseconds was accepted and stopped
+    the generator for millennia (every call waited for a clock 1,000 times ahead)."""
+    c = cluster_factory("micro", start=False, worker_id=3)
+    with open(f"{c.data_dir}/idgen_horizon", "w") as f:
+        f.write("idgen-horizon-v1 1767225600000000\n")
+    c.start()
+    c.q("CREATE EXTENSION idgen")
+    assert "not microseconds or nanoseconds" in c.log()
+    text = sqlstate_and_hint(c.error("SELECT snowflake_next()"))
+    assert text.startswith("XX001: ") and "\nHINT: Stop the server and write" in text, text
+    # repaired as the HINT says, in milliseconds: ids again
+    c.stop()
+    with open(f"{c.data_dir}/idgen_horizon", "w") as f:
+        f.write("idgen-horizon-v1 1767225600000\n")
+    c.start()
+    assert c.one("SELECT snowflake_worker_id(snowflake_next())") == 3

@@ -1,4 +1,4 @@
-"""Hardening the horizon (issue 20, item 2 and its neighbours): what a synchronous standby learns
+"""The horizon push and the standbys: what a synchronous standby learns
 before the primary hands out ids, a horizon writer that dies mid-push, waiters that sleep while a
 push is slow, and a standby whose idgen.epoch is not its primary's.
 
