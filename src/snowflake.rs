@@ -11,11 +11,11 @@
 //!     |  the epoch (41 bits)  |  (10 bits)   |  (12 bits)
 //! ```
 
-// Under `--cfg idgen_loom` the generator runs on loom's atomics, which explore every interleaving of
-// a model's threads (src/snowflake/loom_tests.rs); the normal build is untouched.
-#[cfg(all(test, idgen_loom))]
+// In the tests with the `loom` feature the generator runs on loom's atomics, which explore every
+// interleaving of a model's threads (src/snowflake/loom_tests.rs); the normal build is untouched.
+#[cfg(all(test, feature = "loom"))]
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-#[cfg(not(all(test, idgen_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub const TIMESTAMP_BITS: u32 = 41;
@@ -671,7 +671,7 @@ fn push(state: &SharedState, now_unix: u64, env: &mut impl Env) -> Result<(), Ge
     Ok(())
 }
 
-#[cfg(all(test, idgen_loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests;
-#[cfg(all(test, not(idgen_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests;

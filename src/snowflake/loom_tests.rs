@@ -3,7 +3,7 @@
 //! the real `next_id` on loom's atomics; the environment is a clock per thread that a pause
 //! moves on, and a writer slot that is a loom atomic.
 //!
-//! RUSTFLAGS="--cfg idgen_loom" cargo test --lib --release loom
+//! cargo test --lib --features loom loom_
 
 use super::*;
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
