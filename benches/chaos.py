@@ -325,13 +325,29 @@ class Server:
                 return
             # a killed postmaster's children may still hold its shared memory for a moment
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not start: {done.stderr}{done.stdout}")
+                raise RuntimeError(f"{self.name} did not start: {done.stderr}{done.stdout}{self.evidence()}")
             time.sleep(0.5)
 
     def stop(self, mode="fast"):
+        """pg_ctl stop; a server still up after 60 s is an error that says what it was doing (a
+        start after it would only fail with "another server might be running")."""
         if self.running():
-            subprocess.run([self.bin("pg_ctl"), "stop", "-D", self.data_dir, "-m", mode, "-w", "-t", "60"],
-                           capture_output=True, text=True)
+            done = subprocess.run([self.bin("pg_ctl"), "stop", "-D", self.data_dir, "-m", mode, "-w", "-t", "60"],
+                                  capture_output=True, text=True)
+            if done.returncode != 0 and self.running():
+                raise RuntimeError(f"{self.name} did not stop ({mode}) within 60 s: {done.stderr}{done.stdout}"
+                                   f"{self.evidence()}")
+
+    def evidence(self):
+        """Its processes (state, wait channel, command) and its log's last lines, for an error."""
+        pid = self.postmaster_pid()
+        procs = ""
+        if pid:
+            children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+            procs = subprocess.run(["ps", "-o", "pid,stat,wchan:24,etime,args", "-p", ",".join([str(pid), *children])],
+                                   capture_output=True, text=True).stdout
+        lines = log_lines(self.log_file, ("",), 12)
+        return f"\n  processes:\n{procs}  log:\n" + "\n".join(f"    {line}" for line in lines)
 
     def kill_everything(self):
         """SIGKILL to the postmaster and every process it started, as a machine crash leaves."""
@@ -453,7 +469,12 @@ class Run:
         common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on",
                   "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
                   "hot_standby = on", "fsync = off",
-                  "log_min_messages = warning", "wal_keep_size = '256MB'"]
+                  "log_min_messages = warning", "wal_keep_size = '256MB'",
+                  # A fast shutdown waits for each connected standby to confirm the last WAL, for
+                  # up to wal_sender_timeout: at the default 60 s a standby that stopped answering
+                  # outlasts pg_ctl stop's own 60 s (CI once saw a's restart fail so). 15 s rides
+                  # out every held link (at most 4 s) and stays well inside pg_ctl's wait.
+                  "wal_sender_timeout = '15s'"]
         a = Server(self.cluster, self.base, "a", [*common, *member("lineage", 1)])
         self.servers["a"] = a
         a.initdb()
@@ -988,6 +1009,9 @@ def main(argv=None):
         print(f"chaos: {len(report.violations)} violations; replay with: bash benches/chaos {s['command']}",
               file=sys.stderr)
         return 1
+    if any(e["outcome"].startswith("failed") for e in run.fault_log):
+        print(f"chaos: a fault failed; the servers' folders and logs are kept in {base}", file=sys.stderr)
+        return 0
     shutil.rmtree(base, ignore_errors=True)
     return 0
 
