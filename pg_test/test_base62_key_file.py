@@ -4,10 +4,12 @@ that is not the leader's; the retired setting refused; keys hashed as bytes; 0.1
 
 import os
 import subprocess
+import threading
 import time
 
 import psycopg2
 import pytest
+from conftest import sqlstate_and_hint
 
 pytestmark = pytest.mark.version_specific("guc")
 
@@ -223,3 +225,51 @@ def test_keys_are_hashed_as_bytes(cluster_factory):
             c.q("ALTER SYSTEM SET idgen.base62_key_file = 'bytes.key'")
         codes.append(keyed_code_after_reload(c, db="raw", old=codes[-1] if codes else None))
     assert codes[0] != codes[1], codes
+
+
+def within(seconds, what, call):
+    """call()'s result, on another thread; fails if it has not returned within `seconds` (a
+    backend stuck in open() ignores cancels: the cluster's immediate stop ends it afterwards)."""
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("result", call()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert "result" in done, f"{what} did not return within {seconds} s"
+    return done["result"]
+
+
+SPECIAL = {  # name in the data directory -> how to make it, and what the refusal calls it
+    "key-fifo": (lambda p: os.mkfifo(p, 0o600), "a FIFO"),
+    "key-device": (lambda p: os.symlink("/dev/zero", p), "a character device"),
+    "key-folder": (lambda p: os.mkdir(p, 0o700), "a folder"),
+    "key-link-to-fifo": (lambda p: (os.mkfifo(p + ".target", 0o600), os.symlink(p + ".target", p)), "a FIFO"),
+}
+
+
+@pytest.mark.parametrize("name", list(SPECIAL))
+def test_a_key_file_path_that_is_no_regular_file_is_refused_and_never_blocks(cluster_factory, name):
+    """Opening a FIFO waits for a writer, deaf to cancels: a FIFO named by the setting once hung
+    ALTER SYSTEM's backend and, in postgresql.conf, the postmaster at every reload (no new
+    connection). Refused by its type, at ALTER SYSTEM, at a reload and at start-up, with the
+    server answering throughout."""
+    make, kind = SPECIAL[name]
+    c = cluster_factory("special")
+    c.q("CREATE EXTENSION idgen")
+    make(os.path.join(c.data_dir, name))
+    e = within(10, "ALTER SYSTEM", lambda: c.error(f"ALTER SYSTEM SET idgen.base62_key_file = '{name}'"))
+    assert sqlstate_and_hint(e).startswith(
+        f'22023: idgen.base62_key_file "{name}" cannot be used: it is {kind}, not a regular file\nHINT: Name a '
+        "regular file"), sqlstate_and_hint(e)
+
+    # the configuration file names it, and the server reloads: the postmaster reads it too
+    c.append_conf(f"idgen.base62_key_file = '{name}'")
+    c.reload()
+    for _ in range(5):  # new sessions, each within seconds, over the next few seconds
+        assert within(5, "a new connection after the reload", lambda: c.one("SELECT 1")) == 1
+        time.sleep(0.5)
+    assert within(5, "a keyed code", lambda: c.error("SELECT base62_encode_keyed(1)")).pgcode == "55000"
+    # and a restart: the server starts, says why there is no key, and answers
+    c.stop()
+    within(30, "a restart", c.start)
+    assert within(5, "a query after the restart", lambda: c.one("SELECT 1")) == 1
+    assert f"it is {kind}, not a regular file" in c.log()

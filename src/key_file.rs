@@ -12,9 +12,9 @@
 //!
 //! Pure Rust: the Postgres layer (`settings.rs`) reads it at start-up and at every reload.
 
-use std::fs::File;
+use std::fs::{self, FileType, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Longer passphrases add nothing to a SipHash key derivation; the bound keeps a wrong path (a
@@ -24,7 +24,8 @@ pub const MAX_LEN: usize = 4096;
 #[derive(Debug)]
 pub enum Error {
     Io(io::Error),
-    NotAFile,
+    /// What it is instead ("a FIFO", "a folder", ...).
+    NotAFile(&'static str),
     /// Its mode gives the group or others some access (the mode bits are carried).
     Exposed(u32),
     /// Owned by another OS user than the server's (uid of the file, uid of the server).
@@ -43,7 +44,7 @@ impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Io(e) => write!(f, "{e}"),
-            Self::NotAFile => write!(f, "it is not a regular file"),
+            Self::NotAFile(kind) => write!(f, "it is {kind}, not a regular file"),
             Self::Exposed(mode) => {
                 write!(
                     f,
@@ -64,13 +65,43 @@ impl std::fmt::Display for Error {
     }
 }
 
+/// What a file type is, in the words of an error.
+fn kind(t: FileType) -> &'static str {
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
 /// Reads the passphrase from `path`, refusing a file that any other OS user than `server_uid`
 /// could read or change. Nothing of the contents ever goes into an error.
+///
+/// Never blocks: the type is checked from the path (through a link) before anything is opened,
+/// since opening a FIFO waits for a writer (a backend, or the postmaster at a reload, would sit
+/// in open() deaf to cancels) and opening a device can do anything; the file is then opened
+/// without blocking, in case it was swapped meanwhile, and what was opened is checked again.
 pub fn read(path: &Path, server_uid: u32) -> Result<Vec<u8>, Error> {
-    let mut file = File::open(path).map_err(Error::Io)?;
+    let named = fs::metadata(path).map_err(Error::Io)?.file_type();
+    if !named.is_file() {
+        return Err(Error::NotAFile(kind(named)));
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(Error::Io)?;
     let meta = file.metadata().map_err(Error::Io)?;
     if !meta.is_file() {
-        return Err(Error::NotAFile);
+        return Err(Error::NotAFile(kind(meta.file_type())));
     }
     if meta.uid() != server_uid {
         return Err(Error::NotOwned {
@@ -179,11 +210,52 @@ mod tests {
         assert!(matches!(e, Error::NotOwned { .. }), "{e:?}");
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), Permissions::from_mode(0o700)).unwrap();
-        assert!(matches!(read(dir.path(), me()), Err(Error::NotAFile)));
+        assert!(matches!(
+            read(dir.path(), me()),
+            Err(Error::NotAFile("a folder"))
+        ));
         assert!(matches!(
             read(&dir.path().join("none"), me()),
             Err(Error::Io(_))
         ));
+    }
+
+    /// read() on another thread, failing the test if it has not returned within 5 s.
+    fn read_within_5_s(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || tx.send(read(&path, me())).unwrap());
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("read() blocked on the path for 5 s")
+    }
+
+    #[test]
+    fn a_fifo_a_device_a_folder_and_links_to_them_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        let folder = dir.path().join("folder");
+        fs::create_dir(&folder).unwrap();
+        let device = std::path::PathBuf::from("/dev/null");
+        for (target, what) in [
+            (&fifo, "a FIFO"),
+            (&device, "a character device"),
+            (&folder, "a folder"),
+        ] {
+            let link = dir
+                .path()
+                .join(format!("link-to-{}", what.replace(' ', "-")));
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            for path in [target, &link] {
+                let e = read_within_5_s(path).unwrap_err();
+                assert!(
+                    matches!(e, Error::NotAFile(k) if k == what),
+                    "{path:?}: {e:?}"
+                );
+                assert_eq!(e.to_string(), format!("it is {what}, not a regular file"));
+            }
+        }
     }
 
     #[test]

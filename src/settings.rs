@@ -465,6 +465,7 @@ unsafe extern "C-unwind" fn check_key_file(
             Err(e) => {
                 let hint = match e {
                     key_file::Error::Exposed(_) | key_file::Error::NotOwned { .. } => "Make the file belong to the server's OS user alone: chown postgres FILE; chmod 600 FILE (as root), then reload.",
+                    key_file::Error::NotAFile(_) => "Name a regular file that holds the passphrase (not a FIFO, a device or a folder, nor a link to one), owned by the server's OS user with mode 0600, then reload.",
                     key_file::Error::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => "Write the passphrase into that file, as the server's OS user: (umask 077; echo '<a long random passphrase>' >\"$PGDATA/idgen_base62.key\"), then reload. A relative path is relative to the data directory.",
                     _ => "The file holds the passphrase, on one line, and belongs to the server's OS user with mode 0600; see the README, \"Keyed codes\".",
                 };
