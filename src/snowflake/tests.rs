@@ -765,7 +765,23 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
             for i in 0..300u64 {
                 std::thread::sleep(std::time::Duration::from_micros(300));
                 if i == 150 {
+                    // A step back is one only behind ids already issued, and on a busy machine
+                    // the threads can trail the driven clock by more than 5 ms: wait (at most
+                    // 5 s) until they have issued an id in the clock's millisecond, step back,
+                    // and hold the clock there until a thread has met it (at most 5 s more).
+                    // Ticking on, it would be behind for 1.5 ms only, which a busy machine can
+                    // let pass with no thread running (CI saw "the step back was seen" fail).
+                    let wait_until = |what: &dyn Fn() -> bool| {
+                        let deadline =
+                            std::time::Instant::now() + std::time::Duration::from_secs(5);
+                        while !what() && std::time::Instant::now() < deadline {
+                            std::thread::sleep(std::time::Duration::from_micros(100));
+                        }
+                    };
+                    let now = clock.load(Ordering::SeqCst);
+                    wait_until(&|| state.stats().last_millis.is_some_and(|m| m + EPOCH >= now));
                     clock.fetch_sub(5, Ordering::SeqCst);
+                    wait_until(&|| state.stats().clock_regressions > 0);
                 } else {
                     clock.fetch_add(1, Ordering::SeqCst);
                 }
