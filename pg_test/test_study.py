@@ -21,7 +21,12 @@ def run_study(c, *args, user="postgres", env=None):
 
 @pytest.fixture(scope="module")
 def study_server(module_factory):
-    return module_factory("study")
+    # As make run's cluster (benches/main): no timed checkpoint inside a run. The study places its
+    # own CHECKPOINTs at equal points of every strategy's run; one of the server's every 5 minutes,
+    # landing in one strategy's run only, gives it full-page images the others do not get (CI saw
+    # bigserial log as many as uuid_v4 on 16, with this module's server up for minutes beside
+    # other tests).
+    return module_factory("study", conf=["checkpoint_timeout = '1h'", "max_wal_size = '8GB'"])
 
 
 def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_major):
