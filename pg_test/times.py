@@ -8,7 +8,7 @@ that counts every pytest outcome:
 
     pytest: 1234 passed, 0 failed, 12 skipped
 
-    python3 pg_test/times.py target/test-results [--markdown]
+    python3 pg_test/times.py target/test-results
 """
 
 import collections
@@ -61,7 +61,6 @@ def mmss(seconds):
 
 def main(argv):
     folder = argv[1]
-    markdown = "--markdown" in argv
     steps = read_steps(folder)
     runs = read_runs(folder)
     counts = collections.Counter(outcome for cases in runs.values() for _, outcome, _ in cases)
@@ -72,23 +71,13 @@ def main(argv):
         for file, _, seconds in cases:
             per_file[file][version_of(run)] += seconds
 
-    out = []
-    if markdown:
-        out += ["| step | time |", "|---|---:|"]
-        out += [f"| {name} | {mmss(s)} |" for name, s in steps]
-        out += [f"| **all** | **{mmss(sum(s for _, s in steps))}** |", ""]
-        out += ["| test file | " + " | ".join(versions) + " |", "|---|" + "---:|" * len(versions)]
-        for file in sorted(per_file, key=lambda f: -sum(per_file[f].values())):
-            cells = [f"{per_file[file][v]:.0f}" if v in per_file[file] else "—" for v in versions]
-            out.append(f"| {file} | " + " | ".join(cells) + " |")
-    else:
-        out.append("where the time went (seconds):")
-        out += [f"  {s:6d}  {name}" for name, s in steps]
-        out.append(f"  {sum(s for _, s in steps):6d}  all ({mmss(sum(s for _, s in steps))})")
-        out.append("test files, seconds summed over their tests: " + "  ".join(versions))
-        for file in sorted(per_file, key=lambda f: -sum(per_file[f].values())):
-            cells = [f"{per_file[file][v]:6.0f}" if v in per_file[file] else "     —" for v in versions]
-            out.append("  " + " ".join(cells) + "  " + file)
+    out = ["where the time went (seconds):"]
+    out += [f"  {s:6d}  {name}" for name, s in steps]
+    out.append(f"  {sum(s for _, s in steps):6d}  all ({mmss(sum(s for _, s in steps))})")
+    out.append("test files, seconds summed over their tests: " + "  ".join(versions))
+    for file in sorted(per_file, key=lambda f: -sum(per_file[f].values())):
+        cells = [f"{per_file[file][v]:6.0f}" if v in per_file[file] else "     —" for v in versions]
+        out.append("  " + " ".join(cells) + "  " + file)
     out.append(f"pytest: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     print("\n".join(out))
     return 1 if counts["failed"] else 0
