@@ -2,7 +2,7 @@
 127.0.0.1, run as the postgres user (Debian 12's patroni 3.0.2 and etcd 3.4.23; see
 /work/shared/notes/ha-stack.md). While pgbench inserts rows (ids from the column DEFAULTs) and two
 clients take ids with `SELECT snowflake_next(), uuid_v7()`, the leader is crashed (its Patroni
-and its postmaster, SIGKILL), the other member takes over, the old leader comes back through
+and every process of its server, SIGKILL), the other member takes over, the old leader comes back through
 pg_rewind as a replica, and then the same is done the other way.
 
 What makes a failover able to hurt idgen here, on one machine with one clock:
@@ -261,23 +261,31 @@ class Member:
             return None
         return pid if pid > 0 else None
 
-    def crash(self, also=()):
-        """SIGKILL to Patroni (else it restarts the server in place and keeps the leader key), to
-        the postmaster and to the PIDs `also`; waits until every process of the server is gone
-        (the orphaned backends notice the postmaster's death on their own)."""
+    def crash(self):
+        """The machine dies: SIGKILL to Patroni (else it restarts the server in place and keeps the
+        leader key), then to the postmaster (so that it forks nothing more), then to every other
+        process of the server, until none is left.
+        Killing the postmaster alone is no crash of the machine, and its orphans may never exit:
+        a backend notices the postmaster's death only where it waits on its latch, not while it
+        sleeps on its semaphore for an LWLock. The WAL sender that fail_over() stops and kills may
+        hold one (SyncRepLock); the backends queued behind it then sleep forever (CI saw three in
+        futex_do_wait, and the logger waiting for their ends of its pipe)."""
         postmaster = self.postmaster_pid()
         assert postmaster in processes_under(self.data_dir), f"{self.name} has no postmaster"
         kill(self.patroni.pid, signal.SIGKILL)
         self.patroni.wait(timeout=10)
-        for pid in (postmaster, *also):
-            kill(pid, signal.SIGKILL)
+        kill(postmaster, signal.SIGKILL)
+        wait_until(f"{self.name}'s postmaster to die", lambda: postmaster not in processes_under(self.data_dir), 10)
+
+        def killed_all():
+            left = processes_under(self.data_dir)
+            for pid in left:
+                kill(pid, signal.SIGKILL)
+            return not left
         try:
-            wait_until(f"{self.name}'s server processes to exit", lambda: not processes_under(self.data_dir), 15)
+            wait_until(f"{self.name}'s server processes to exit", killed_all, 15)
         except AssertionError as e:
             raise AssertionError(f"{e}; still there:\n{describe(processes_under(self.data_dir))}") from None
-        finally:
-            for pid in processes_under(self.data_dir):
-                kill(pid, signal.SIGKILL)
 
     # ---- talking to it ------------------------------------------------------------------
 
@@ -492,7 +500,7 @@ def fail_over(old, new, clock_offset_s):
     new.clock.set(f"{clock_offset_s:+d}s", settle=False)   # in every process of new's server within the stall
     time.sleep(STALL_S)
     crashed = time.monotonic()
-    old.crash(also=[sender])
+    old.crash()
     stack.stopped.remove(sender)
 
     wait_until(f"{new.name} to take the leader key", new.is_leader, FAILOVER_S)
