@@ -4,7 +4,7 @@ For each run: a fresh table holding only its key index (autovacuum off), CHECKPO
 position and counters, pgbench inserting exactly --rows rows in all, then the figures:
 splits from this index's own WAL records (pg_walinspect, filtered on its relfilenode; leaf =
 level 0), density and fragmentation from pgstatindex, sizes from pg_relation_size, WAL bytes from
-the LSN difference, full-page images from pg_stat_wal and their bytes from pg_walinspect.
+the LSN difference, full-page images and their bytes from the run's own WAL records (pg_walinspect).
 Buffer I/O per 1,000 rows (blocks read, written, evicted, and the pages added; pg_stat_io on 16 and
 later, on 15 what it offers less the pages added, which it counts as reads, writes and allocations:
 IO_SOURCE) and the index's size relative to shared_buffers, with --sizes, draw how each key's cost
@@ -176,8 +176,6 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     _, io_before = io_counters(cur)
     pages_before = relation_pages(cur)
     start_lsn = pgconn.one(cur, "SELECT pg_current_wal_insert_lsn()")[0]
-    cur.execute("SELECT pg_stat_force_next_flush()")
-    fpi_before = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
 
     # The run is cut into equal segments with a CHECKPOINT between them, the same for every
     # strategy: after each, the first change to any page logs the whole page.
@@ -200,8 +198,6 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
         sys.stderr.write("\r" + " " * 110 + "\r")
 
     end_lsn = pgconn.one(cur, "SELECT pg_current_wal_flush_lsn()")[0]
-    cur.execute("SELECT pg_stat_force_next_flush()")
-    fpi_after = pgconn.one(cur, "SELECT wal_fpi FROM pg_stat_wal")[0]
     # Buffer I/O: everything the run read, and wrote or will write (a last CHECKPOINT writes
     # the pages it left dirty), and evicted; the background writer and checkpointer report
     # their counts within a second.
@@ -217,17 +213,23 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     if count != rows:
         raise pgconn.BenchError(f"{strategy.name}: {count} rows inserted, expected {rows}")
 
-    # block_ref reads "blkref #0: rel spc/db/filenode fork main blk N" (15) or "..., blk N" (16+);
-    # a split's description starts "level 0," (15) or "level: 0," (16+); level 0 is a leaf.
+    # block_ref reads "blkref #0: rel spc/db/filenode fork main blk N" (15) or "..., blk N" (16+),
+    # with "FPW" after each block the record carries a full image of; a split's description
+    # starts "level 0," (15) or "level: 0," (16+); level 0 is a leaf.
+    # Full-page images are counted here, in the WAL, not from pg_stat_wal: a pgbench client's
+    # backend reports its WAL counts when it exits, which may be after pgbench has returned,
+    # and at 1 client every image after the checkpoint comes from that one backend (CI saw
+    # uuid_v4 report no more images than bigserial's 3).
     rel = rf"rel \d+/{db_oid}/{filenode}\M"
-    leaf, upper, roots, fpi_bytes = pgconn.one(cur, """
+    leaf, upper, roots, fpi_bytes, fpi = pgconn.one(cur, """
         SELECT count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')
                                 AND description ~ '^level:? 0,' AND block_ref ~ %(rel)s),
                count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')
                                 AND description !~ '^level:? 0,' AND block_ref ~ %(rel)s),
                count(*) FILTER (WHERE resource_manager = 'Btree' AND record_type = 'NEWROOT'
                                 AND block_ref ~ %(rel)s),
-               coalesce(sum(fpi_length), 0)
+               coalesce(sum(fpi_length), 0),
+               coalesce(sum((SELECT count(*) FROM regexp_matches(block_ref, 'FPW', 'g'))), 0)
         FROM pg_get_wal_records_info(%(start)s, %(end)s)""", {"rel": rel, "start": start_lsn, "end": end_lsn})
     tree_level, leaf_pages, density, fragmentation = pgconn.one(
         cur, "SELECT tree_level, leaf_pages, avg_leaf_density, leaf_fragmentation FROM pgstatindex('idgen_study_pkey')")
@@ -239,7 +241,7 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
         "rows_per_s": rows / seconds, "leaf_splits": leaf, "upper_splits": upper, "new_roots": roots,
         "leaf_pages": leaf_pages, "avg_leaf_density": float(density), "leaf_fragmentation": float(fragmentation),
         "index_bytes": index_bytes, "table_bytes": table_bytes, "wal_bytes": wal_bytes,
-        "wal_fpi": fpi_after - fpi_before, "fpi_bytes": int(fpi_bytes), "tree_level": tree_level, "batch": batch,
+        "wal_fpi": int(fpi), "fpi_bytes": int(fpi_bytes), "tree_level": tree_level, "batch": batch,
         "checkpoints": checkpoints,
         "blks_read_per_1k_rows": io[0] * 1000 / rows, "blks_written_per_1k_rows": io[1] * 1000 / rows,
         "blks_evicted_per_1k_rows": io[2] * 1000 / rows, "blks_extended_per_1k_rows": extended * 1000 / rows,
