@@ -170,8 +170,9 @@ stop_running_clusters() {
   for pid_file in $(find "$ROOT/.pgdata" /tmp/idgen-pgdata /tmp/pytest-of-postgres /tmp/idgen-pgrx-test.* \
                       -maxdepth 6 -name postmaster.pid 2>/dev/null); do
     data=$(dirname "$pid_file")
-    pid=$(head -1 "$pid_file")
-    kill -0 "$pid" 2>/dev/null || continue
+    # The file goes when its server stops: a server that stopped since find saw it is done.
+    pid=$(head -1 "$pid_file" 2>/dev/null) || continue
+    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || continue
     log "stopping the cluster in $data before its library is replaced"
     # SIGINT is pg_ctl's fast shutdown, sent directly: this works for a server of any version.
     kill -INT "$pid" 2>/dev/null || true
