@@ -263,26 +263,45 @@ impl SharedState {
     /// at or before it, leaving the horizon as it is (the floor is not durable: a push still
     /// records one before any id beyond it). For a worker id taken over from another server,
     /// before this run has issued ids under it. Returns whether the run moved.
+    ///
+    /// Safe while callers are inside `next_id` on this state (a worker id taken over while
+    /// backends issue ids under it unverified): the word only ever rises (`restart_at`).
     pub fn resume_after(&self, epoch_unix_ms: u64, floor_unix_ms: u64) -> bool {
-        let next = first_word_after(epoch_unix_ms, floor_unix_ms);
-        if self.word.0.load(Ordering::Acquire) >= next {
-            return false;
-        }
-        self.restart_at(next);
-        true
+        self.restart_at(first_word_after(epoch_unix_ms, floor_unix_ms))
     }
 
-    fn restart_at(&self, next: u64) {
+    /// Moves the word up to `next` unless it is there or beyond already; returns whether it
+    /// moved. A compare-and-swap from the value read, retried on what it finds, never a store:
+    /// a caller's `fetch_add` or `start_millisecond` landing between a load and a store would
+    /// be overwritten and the word moved down, and the ids above it handed out again
+    /// (src/snowflake/loom_tests.rs: `loom_resume_after_racing_*`).
+    /// The run's bookkeeping follows the word: a caller racing it may still read the old
+    /// `started` and `seed_next`, which only decide how a wait for the clock is counted and
+    /// which error ends it, never which id is issued.
+    fn restart_at(&self, next: u64) -> bool {
+        let mut seen = self.word.0.load(Ordering::Acquire);
+        loop {
+            if seen >= next {
+                return false;
+            }
+            match self
+                .word
+                .0
+                .compare_exchange(seen, next, Ordering::SeqCst, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now_seen) => seen = now_seen,
+            }
+        }
         let c = &self.counters.0;
-        let taken = self.word.0.load(Ordering::Acquire);
         let start = c.segment_start.swap(next, Ordering::AcqRel);
         c.completed
-            .fetch_add(taken.saturating_sub(start), Ordering::Relaxed);
+            .fetch_add(seen.saturating_sub(start), Ordering::Relaxed);
         let rm = &self.read_mostly.0;
         rm.behind_word.store(0, Ordering::SeqCst);
         rm.started.store(false, Ordering::SeqCst);
         rm.seed_next.store(next, Ordering::SeqCst);
-        self.word.0.store(next, Ordering::SeqCst);
+        true
     }
 
     pub fn stats(&self) -> Stats {

@@ -145,3 +145,69 @@ fn loom_the_horizon_push() {
         s.seed(EPOCH, T0);
     });
 }
+
+/// One caller takes `ids` ids at clock `now` while the registry's thread moves the run past
+/// `floor_unix_ms` (`resume_after`, as for a worker id taken over while backends issue ids
+/// under it unverified); then one more id is taken at `now`. No id is issued twice, each
+/// caller's increase, and the id taken after `resume_after` returned is above every earlier
+/// one and comes from after the floor: the word never moves down.
+fn model_resume_after(ids: usize, now: u64, floor_unix_ms: u64, prepare: fn(&SharedState)) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(move || {
+        let state = Arc::new(SharedState::default());
+        prepare(&state);
+        let slot = Arc::new(AtomicBool::new(false));
+        let persisted = Arc::new(AtomicU64::new(state.horizon()));
+        let env = |now| ModelEnv {
+            now,
+            slot: slot.clone(),
+            persisted: persisted.clone(),
+        };
+        let caller = {
+            let (state, mut env) = (state.clone(), env(now));
+            thread::spawn(move || {
+                (0..ids)
+                    .map(|_| next_id(&state, &cfg(), &mut env).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let registry = {
+            let state = state.clone();
+            thread::spawn(move || state.resume_after(EPOCH, floor_unix_ms))
+        };
+        let mut all = caller.join().unwrap();
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+        registry.join().unwrap();
+        let after = next_id(&state, &cfg(), &mut env(now)).unwrap();
+        assert!(
+            all.iter().all(|&id| id < after),
+            "{after} after resume_after is not above {all:?}"
+        );
+        assert!(
+            decompose(after).unwrap().millis + EPOCH > floor_unix_ms,
+            "{after} is not after the floor {floor_unix_ms}"
+        );
+        all.push(after);
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "a duplicate id");
+    });
+}
+
+/// Two values left in the millisecond: the caller's `fetch_add`s carry the word past the start
+/// of the next millisecond, the one `resume_after` moves the run to, while it looks.
+#[test]
+fn loom_resume_after_racing_the_common_path() {
+    model_resume_after(3, T0, T0, |s| {
+        running_at(s, pack(T0 - EPOCH, MAX_SEQUENCE - 1))
+    });
+}
+
+/// The caller starts a millisecond later than the floor's with a compare-and-swap while
+/// `resume_after` moves the run to just past the floor.
+#[test]
+fn loom_resume_after_racing_the_start_of_a_millisecond() {
+    model_resume_after(1, T0 + 5, T0 + 2, |s| running_at(s, pack(T0 - EPOCH, 7)));
+}
