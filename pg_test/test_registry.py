@@ -225,6 +225,40 @@ def test_an_ended_lease_of_a_fixed_id_is_never_handed_to_an_auto_server(cluster_
     assert status(replacement)["registry"] == "holding"
 
 
+def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
+    """Worker id 7 held in turn by A, B and C through claim() itself, with 1-s leases. A's clock is
+    a minute ahead, so its fence lies past B's: C, taking the id from B, must still be told A's
+    fence, the highest any earlier holder reported (with the last holder's alone, C resumed
+    below ids A may have issued). Why that is enough, for any clocks: the property test
+    a_third_holder_resumes_above_a_fast_clocked_first_one in src/lease.rs."""
+    now = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+    def claim(role, holder, fence_ahead_ms):
+        return registry.q(f"SELECT outcome, predecessor_fence_ms, predecessor_ends_ms"
+                          f" FROM idgen_registry.claim('{holder}', '{role}', 7, 1000, 0, {now} + {fence_ahead_ms})",
+                          db="registry", user=role)[0]
+
+    def take_over(role, holder, fence_ahead_ms):
+        row = wait_until(f"{role} to take worker id 7 over",
+                         lambda: (r := claim(role, holder, fence_ahead_ms))[0] != "conflict" and r, timeout=10)
+        assert row[0] == "taken_over", row
+        return row
+
+    for role in ("holder_a", "holder_b", "holder_c"):
+        fleet_role(registry, role)
+    outcome, _, _ = claim("holder_a", "101", 61_000)
+    assert outcome == "claimed"
+    a_fence = registry.one("SELECT fence_ms FROM idgen_registry.lease WHERE worker_id = 7", db="registry")
+    _, fence_seen_by_b, a_end = take_over("holder_b", "102", 1_000)
+    assert fence_seen_by_b == a_fence
+    b_fence, b_end = registry.q("SELECT fence_ms, lease_ends_ms FROM idgen_registry.lease WHERE worker_id = 7",
+                                db="registry")[0]
+    assert b_fence < a_fence, "B's own fence must lie below A's for this test to mean anything"
+    _, fence_seen_by_c, ends_seen_by_c = take_over("holder_c", "103", 1_000)
+    assert fence_seen_by_c == a_fence, f"C is told fence {fence_seen_by_c}, A's was {a_fence}"
+    assert ends_seen_by_c == b_end > a_end
+
+
 def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
     c = member(cluster_factory, "c", registry)
     assert first_ids(c, 10)

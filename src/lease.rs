@@ -86,9 +86,11 @@ pub struct Grant {
     pub lease_ends_ms: u64,
     /// The highest horizon any holder of this id recorded (Unix ms, 0: none).
     pub last_horizon_ms: u64,
-    /// When the previous holder's lease ended (Unix ms, 0: there was none).
+    /// The latest end of an earlier holder's lease (the registry's clock, Unix ms; 0: none).
     pub predecessor_ends_ms: u64,
-    /// The previous holder's own fence (its clock, Unix ms; 0: none, or it was not fenced).
+    /// The highest fence any earlier holder reported, not only the last one (each in its own
+    /// clock, Unix ms; 0: none, or none was fenced): a holder whose clock ran ahead may have
+    /// issued past every later holder's fence.
     pub predecessor_fence_ms: u64,
 }
 
@@ -516,6 +518,57 @@ mod tests {
         assert_eq!(decide_unanswered(Mode::Auto, &held, false), held);
     }
 
+    /// One worker id's row in the registry and what `claim()` (sql/registry/idgen_registry.sql)
+    /// makes of it, stated here so that a property test can try the rule under any clocks;
+    /// `test_a_third_holder_resumes_above_a_fast_clocked_first_one` (pg_test/test_registry.py)
+    /// checks that the SQL keeps the same rule.
+    #[derive(Debug, Clone, Copy)]
+    struct Row {
+        lease_ends_ms: u64,
+        fence_ms: u64,
+        last_horizon_ms: u64,
+        predecessor_ends_ms: u64,
+        predecessor_fence_ms: u64,
+    }
+
+    impl Row {
+        /// Never leased before: claimed at `now` (the registry's clock).
+        fn claimed(now: u64, lease: u64, fence: u64, horizon: u64) -> Row {
+            Row {
+                lease_ends_ms: now + lease,
+                fence_ms: fence,
+                last_horizon_ms: horizon,
+                predecessor_ends_ms: 0,
+                predecessor_fence_ms: 0,
+            }
+        }
+
+        /// Taken over at `now`, after the lease ended: the new holder inherits the latest end
+        /// and the highest fence of every holder before it, not only of the last one.
+        fn taken_over(&self, now: u64, lease: u64, fence: u64, horizon: u64) -> Row {
+            Row {
+                lease_ends_ms: now + lease,
+                fence_ms: fence,
+                last_horizon_ms: self.last_horizon_ms.max(horizon),
+                predecessor_ends_ms: self.predecessor_ends_ms.max(self.lease_ends_ms),
+                predecessor_fence_ms: self.predecessor_fence_ms.max(self.fence_ms),
+            }
+        }
+
+        fn answer(&self, how: How) -> Answer {
+            Answer::Granted {
+                how,
+                grant: Grant {
+                    worker_id: 9,
+                    lease_ends_ms: self.lease_ends_ms,
+                    last_horizon_ms: self.last_horizon_ms,
+                    predecessor_ends_ms: self.predecessor_ends_ms,
+                    predecessor_fence_ms: self.predecessor_fence_ms,
+                },
+            }
+        }
+    }
+
     proptest! {
         /// Two holders of one id in turn, clocks off the registry's by at most `skew` each way:
         /// every id millisecond the first could issue (below its fence) is below every one the
@@ -548,6 +601,55 @@ mod tests {
                 grant(9, How::TakenOver, recorded_horizon, registry_end), b_sent, lease, skew);
             prop_assert!(b.resume_after_ms >= last_issued,
                 "B resumes after {} but A may have issued at {}", b.resume_after_ms, last_issued);
+        }
+
+        /// Three holders of one id in turn, A's clock ahead of the registry's by more than the
+        /// allowed skew (up to the 10 minutes `claim()` accepts), B's and C's within it: C
+        /// resumes above every millisecond A or B could have issued in, even when B, its
+        /// clock behind A's fence, issued nothing and fenced itself below A.
+        #[test]
+        fn a_third_holder_resumes_above_a_fast_clocked_first_one(
+            lease in 1_000u64..100_000,
+            skew in 0u64..5_000,
+            ahead in 1u64..600_000,
+            offset_b in -5_000i64..5_000,
+            offset_c in -5_000i64..5_000,
+            t0 in 1_000_000u64..2_000_000,
+            delay in 0u64..2_000,
+            horizon_lag in 0u64..700_000,
+            gap_b in 1u64..100_000,
+            gap_c in 1u64..100_000,
+        ) {
+            let offset_b = offset_b.clamp(-(skew as i64), skew as i64);
+            let offset_c = offset_c.clamp(-(skew as i64), skew as i64);
+            // A's last renewal, sent at registry time t0 by a clock `skew + ahead` fast.
+            let a_sent = t0 + skew + ahead;
+            let a = decide(Mode::Auto, &Standing::Pending, Row::claimed(0, 0, 0, 0).answer(How::Claimed),
+                a_sent, lease, skew);
+            let Standing::Holding { fence_ms: a_fence, .. } = a.standing else { panic!("{a:?}") };
+            let a_last = a_fence - 1;
+            let row = Row::claimed(t0 + delay, lease, a_fence, a_last.saturating_sub(horizon_lag));
+            // B takes the id over once the registry has ended A's lease.
+            let t_b = row.lease_ends_ms + gap_b;
+            let row = row.taken_over(t_b, lease, 0, 0);
+            let b_sent = t_b.checked_add_signed(offset_b).unwrap();
+            let b = decide(Mode::Auto, &Standing::Pending, row.answer(How::TakenOver), b_sent, lease, skew);
+            let Standing::Holding { fence_ms: b_fence, .. } = b.standing else { panic!("{b:?}") };
+            prop_assert!(b.resume_after_ms >= a_last);
+            // B issues between its floor and its fence, if there is room.
+            let b_last = (b_fence - 1 > b.resume_after_ms).then_some(b_fence - 1);
+            let row = Row { fence_ms: b_fence, ..row };
+            // C takes the id over once the registry has ended B's lease.
+            let t_c = row.lease_ends_ms + gap_c;
+            let row = row.taken_over(t_c, lease, 0, 0);
+            let c_sent = t_c.checked_add_signed(offset_c).unwrap();
+            let c = decide(Mode::Auto, &Standing::Pending, row.answer(How::TakenOver), c_sent, lease, skew);
+            prop_assert!(c.resume_after_ms >= a_last,
+                "C resumes after {} but A may have issued at {}", c.resume_after_ms, a_last);
+            if let Some(b_last) = b_last {
+                prop_assert!(c.resume_after_ms >= b_last,
+                    "C resumes after {} but B may have issued at {}", c.resume_after_ms, b_last);
+            }
         }
     }
 }

@@ -19,8 +19,8 @@
 -- that granted it. A holder with idgen.worker_id = auto is fenced: it reports fence_ms, the
 -- millisecond (its own clock) from which it issues nothing unless it renews; one with a fixed id
 -- is not (fence_ms NULL): it carries on while the registry is unreachable. A server that takes an
--- id over resumes after the old holder's fence, its last horizon, and the old lease's end plus its
--- own idgen.max_clock_skew (see README, "Many servers"). An unfenced lease that ended is never
+-- id over resumes after the highest fence and horizon any earlier holder reported, and the
+-- latest end of their leases plus its own idgen.max_clock_skew (see README, "Many servers"). An unfenced lease that ended is never
 -- handed out to an automatic claim: its holder may still be issuing; only a server configured
 -- with that fixed id takes it over.
 --
@@ -56,13 +56,14 @@ CREATE TABLE idgen_registry.lease (
     -- The highest durable horizon any holder of this id recorded (Unix ms): ids of this worker
     -- id were issued only at or below it, or before predecessor_ends_ms.
     last_horizon_ms     bigint NOT NULL DEFAULT 0,
-    -- When the lease of the holder before this one ended (0: none). A new holder resumes after
-    -- it plus the clock-skew allowance, and after last_horizon_ms.
+    -- The latest end of an earlier holder's lease (0: none). A new holder resumes after it plus
+    -- the clock-skew allowance, after last_horizon_ms and after predecessor_fence_ms.
     predecessor_ends_ms bigint NOT NULL DEFAULT 0,
     -- The holder's own fence (its clock): it issues nothing from this millisecond on unless
     -- it renews. NULL: not fenced (a fixed worker id).
     fence_ms            bigint,
-    -- The previous holder's last fence (0: none or unfenced).
+    -- The highest fence any earlier holder reported (0: none, or none fenced): not only the
+    -- last holder's, as a holder whose clock ran ahead may have issued past later fences.
     predecessor_fence_ms bigint NOT NULL DEFAULT 0,
     claimed_at          timestamptz NOT NULL,
     renewed_at          timestamptz NOT NULL
@@ -179,8 +180,9 @@ BEGIN
     ELSE
         UPDATE idgen_registry.lease AS l
            SET holder = p_holder, holder_name = p_holder_name, holder_role = who,
-               predecessor_ends_ms = l.lease_ends_ms,
-               predecessor_fence_ms = coalesce(l.fence_ms, 0), fence_ms = p_fence_ms,
+               predecessor_ends_ms = GREATEST(l.predecessor_ends_ms, l.lease_ends_ms),
+               predecessor_fence_ms = GREATEST(l.predecessor_fence_ms, coalesce(l.fence_ms, 0)),
+               fence_ms = p_fence_ms,
                lease_ends_ms = now_ms + p_lease_ms,
                last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
                claimed_at = pg_catalog.now(), renewed_at = pg_catalog.now()
