@@ -97,12 +97,12 @@ def main():
         with conn.cursor() as cur:
             for k in range(a.claims):
                 t0 = time.perf_counter()
-                cur.execute(f"SELECT * FROM idgen_registry.claim('{k + 10}', 'bench', NULL, 30000, 0, NULL)")
+                cur.execute(f"SELECT * FROM idgen_registry.claim('{k + 10}', '1', 'bench', NULL, 30000, 0, NULL)")
                 cur.fetchall()
                 claim.append(time.perf_counter() - t0)
             for _ in range(a.claims):
                 t0 = time.perf_counter()
-                cur.execute("SELECT * FROM idgen_registry.claim('10', 'bench', NULL, 30000, 0, NULL)")
+                cur.execute("SELECT * FROM idgen_registry.claim('10', '1', 'bench', NULL, 30000, 0, NULL)")
                 cur.fetchall()
                 renew.append(time.perf_counter() - t0)
         conn.close()

@@ -234,8 +234,8 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
     now = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
     def claim(role, holder, fence_ahead_ms):
-        return registry.q(f"SELECT outcome, predecessor_fence_ms, predecessor_ends_ms"
-                          f" FROM idgen_registry.claim('{holder}', '{role}', 7, 1000, 0, {now} + {fence_ahead_ms})",
+        return registry.q(f"SELECT outcome, predecessor_fence_ms, predecessor_ends_ms FROM idgen_registry.claim("
+                          f"'{holder}', '1', '{role}', 7, 1000, 0, {now} + {fence_ahead_ms})",
                           db="registry", user=role)[0]
 
     def take_over(role, holder, fence_ahead_ms):
@@ -401,28 +401,189 @@ def test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones
 
 # ---- promotion --------------------------------------------------------------------------------
 
-def test_a_promoted_standby_continues_its_primarys_lease_at_once(cluster_factory, registry, tmp_path):
+def replicated_auto_pair(cluster_factory, registry, tmp_path):
+    """An auto primary with a 30 s lease, 20,000 of its ids stored in t, and a standby that has
+    replayed them; returns (primary, standby, the primary's worker id)."""
     primary = member(cluster_factory, "primary", registry, conf=["idgen.lease = '30s'"])
     primary.q("CREATE TABLE t (id bigint PRIMARY KEY)")
     assert first_ids(primary, 10)
-    leased = status(primary)["worker_id"]
     standby = primary.base_backup(str(tmp_path / "standby"))
     standby.start()
     for _ in range(20):
         primary.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 1000)")
     cluster.wait_for_replay(primary, standby)
-    primary.stop("immediate")
+    return primary, standby, status(primary)["worker_id"]
+
+
+def test_a_promoted_standby_takes_a_worker_id_of_its_own_at_once(cluster_factory, registry, tmp_path):
+    """An automatic id is one run's: after its primary's machine died (no clean shutdown to
+    release the lease), the promoted standby does not wait for that lease (30 s here) to end,
+    it takes another id at once; its ids are above the primary's all the same (the horizon it
+    replayed)."""
+    primary, standby, leased = replicated_auto_pair(cluster_factory, registry, tmp_path)
+    kill_server(primary)
     t0 = time.monotonic()
     standby.promote()
     got = first_ids(standby, 1000, timeout=25)
     took = time.monotonic() - t0
     assert took < 25, took  # well before the 30 s lease could have ended
-    assert status(standby)["worker_id"] == leased
+    own = status(standby)["worker_id"]
+    assert own != leased and {worker_of(i) for i in got} == {own}
+    assert min(got) > standby.one("SELECT max(id) FROM t")
+    print(f"\npromoted standby issued its first id {took:.2f} s after promotion began")
+
+
+def test_a_standby_promoted_after_its_primary_stopped_takes_the_released_id_at_once(cluster_factory, registry,
+                                                                                   tmp_path):
+    """A primary that stops, even with an immediate shutdown, releases its lease as its
+    postmaster exits, with the last millisecond it issued in: its promoted standby takes the
+    same id back at once, not after the 30 s lease, above every id the primary issued."""
+    primary, standby, leased = replicated_auto_pair(cluster_factory, registry, tmp_path)
+    primary.stop("immediate")
+    assert f"released worker id {leased} in the registry at shutdown" in primary.log()
+    t0 = time.monotonic()
+    standby.promote()
+    got = first_ids(standby, 1000, timeout=25)
+    assert time.monotonic() - t0 < 25
     assert {worker_of(i) for i in got} == {leased}
     assert min(got) > standby.one("SELECT max(id) FROM t")
-    holders = registry.q("SELECT count(*) FROM idgen_registry.holders", db="registry")
-    assert holders == [(1,)], "the pair is one holder"
-    print(f"\npromoted standby issued its first id {took:.2f} s after promotion began")
+
+
+class Load:
+    """Takes ids from c on a thread, in batches, until finish(): every id, and every refusal."""
+
+    def __init__(self, c, batch=2000):
+        self.c, self.batch = c, batch
+        self.ids, self.refusals = [], []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stopping.is_set():
+            try:
+                rows = self.c.q(f"SELECT snowflake_next() FROM generate_series(1, {self.batch})")
+                self.ids.extend(r[0] for r in rows)
+            except psycopg2.Error as e:
+                self.refusals.append(e)
+                time.sleep(0.1)
+
+    def finish(self):
+        self.stopping.set()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the load did not stop"
+        return self.ids
+
+
+def no_duplicates(*loads):
+    ids = [i for load in loads for i in load.ids]
+    assert len(set(ids)) == len(ids), f"{len(ids) - len(set(ids))} duplicate ids"
+    return ids
+
+
+def test_a_clone_of_an_auto_server_started_beside_it_takes_another_worker_id(cluster_factory, registry, tmp_path):
+    """A base backup of a running auto server, started as a second primary with nothing but its
+    port and name changed (it has the same system identifier, registry role and settings): a
+    run of its own, so another worker id, and no id issued twice while both are under load.
+    (0.3.0 before runs: both held one lease, and 112,232 ids of 600,000 were issued twice.)"""
+    original = member(cluster_factory, "original", registry)
+    assert first_ids(original, 10)
+    theirs = status(original)["worker_id"]
+    load = Load(original)
+    clone = original.base_backup(str(tmp_path / "clone"), standby=False, conf=["cluster_name = 'clone'"])
+    clone.start()
+    assert first_ids(clone, 10)
+    clone_load = Load(clone)
+    time.sleep(3)
+    load.finish()
+    clone_load.finish()
+    assert len(load.ids) > 10_000 and len(clone_load.ids) > 10_000 and not load.refusals
+    no_duplicates(load, clone_load)
+    assert status(clone)["worker_id"] != theirs and status(original)["worker_id"] == theirs
+    assert {worker_of(i) for i in load.ids} == {theirs}
+    rows = registry.q("SELECT count(DISTINCT holder), count(*) FROM idgen_registry.holders", db="registry")
+    assert rows == [(1, 2)], "one system identifier, two runs, two ids"
+
+
+def test_a_clone_of_a_fixed_id_server_started_beside_it_is_refused_and_names_it(cluster_factory, registry, tmp_path):
+    """The same with worker id 12 fixed in the configuration the clone copied: the clone refuses
+    every id and names the original, which carries on under load."""
+    original = member(cluster_factory, "original", registry, worker_id=12)
+    assert first_ids(original, 10)
+    load = Load(original)
+    clone = original.base_backup(str(tmp_path / "clone"), standby=False, conf=["cluster_name = 'clone'"])
+    clone.start()
+    e = wait_until("the clone's refusal", lambda: _refusal(clone), timeout=20)
+    assert "worker id 12 is leased to another server, original@" in e.diag.message_primary, e.diag.message_primary
+    assert "another run of this server" in e.diag.message_primary
+    time.sleep(2)
+    assert clone.error("SELECT snowflake_next()").pgcode == NOT_IN_PREREQUISITE_STATE
+    load.finish()
+    assert len(load.ids) > 10_000 and not load.refusals
+    no_duplicates(load)
+    assert status(original)["registry"] == "holding"
+
+
+@pytest.mark.parametrize("worker_id", ["auto", 20])
+def test_a_standby_promoted_beside_its_live_primary_never_shares_its_worker_id(cluster_factory, registry, tmp_path,
+                                                                               worker_id):
+    """Split brain: the standby is promoted while its primary runs on and issues under load. With
+    auto the promoted server takes another id at once; with a fixed id it refuses, naming the
+    primary, for as long as the primary holds the lease. No id is issued twice either way."""
+    primary = member(cluster_factory, "primary", registry, worker_id=worker_id)
+    assert first_ids(primary, 10)
+    standby = primary.base_backup(str(tmp_path / "standby"))
+    standby.start()
+    cluster.wait_for_replay(primary, standby)
+    load = Load(primary)
+    standby.promote()
+    if worker_id == "auto":
+        assert first_ids(standby, 10, timeout=25)
+        promoted = Load(standby)
+        time.sleep(3)
+        promoted.finish()
+        assert status(standby)["worker_id"] != status(primary)["worker_id"]
+        assert len(promoted.ids) > 10_000
+    else:
+        e = wait_until("the promoted standby's refusal", lambda: _refusal(standby), timeout=25)
+        assert "worker id 20 is leased to another server, primary@" in e.diag.message_primary, e.diag.message_primary
+        time.sleep(2 * 3)  # two lease lengths: the primary renews, the standby stays refused
+        assert standby.error("SELECT snowflake_next()").pgcode == NOT_IN_PREREQUISITE_STATE
+        promoted = Load(standby)
+        time.sleep(1)
+        promoted.finish()
+        assert not promoted.ids
+    load.finish()
+    assert len(load.ids) > 10_000 and not load.refusals
+    no_duplicates(load, promoted)
+
+
+def test_a_clean_restart_takes_its_fixed_id_back_at_once_and_a_crash_restart_waits_for_the_lease(cluster_factory,
+                                                                                                  registry):
+    """A clean shutdown releases the lease (the postmaster, once every other process is gone), so
+    a restart holds its fixed id again at once, well inside the 20 s lease. A start after a
+    crash cannot tell itself from a copy started beside the old run: it refuses, naming that
+    run, until the old lease has ended, and then resumes above every id the old run stored."""
+    c = member(cluster_factory, "fixed", registry, worker_id=40, conf=["idgen.lease = '20s'"])
+    c.q("CREATE TABLE t (id bigint PRIMARY KEY)")
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 5000)")
+    c.stop()
+    assert "released worker id 40 in the registry at shutdown" in c.log()
+    t0 = time.monotonic()
+    c.start()
+    got = first_ids(c, 1000, timeout=15)
+    assert time.monotonic() - t0 < 15 and {worker_of(i) for i in got} == {40}
+    assert min(got) > c.one("SELECT max(id) FROM t")
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 5000)")
+    wait_reaped(kill_server(c))
+    ends = registry.one("SELECT lease_ends_ms FROM idgen_registry.lease WHERE worker_id = 40", db="registry")
+    c.start()
+    e = wait_until("the refusal after the crash", lambda: _refusal(c), timeout=20)
+    assert "another run of this server" in e.diag.message_primary, e.diag.message_primary
+    got = first_ids(c, 1000, timeout=40)
+    registry_now = registry.one("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint", db="registry")
+    assert registry_now > ends, "ids came before the old run's lease ended"
+    assert min(got) > c.one("SELECT max(id) FROM t")
 
 
 def test_a_promoted_standby_with_a_fixed_id_of_its_own_claims_its_own(cluster_factory, registry, tmp_path):
@@ -506,7 +667,7 @@ def test_a_registry_without_the_schema_or_without_rights_is_named(cluster_factor
         assert status(c)["registry"] == "never verified"
     # Nothing was leased, and an outsider can neither claim, read nor lock the registry.
     assert registry.one("SELECT count(*) FROM idgen_registry.lease", db="registry") == 0
-    for sql in ("SELECT * FROM idgen_registry.claim('1', 'x', NULL, 3000, 0, NULL)",
+    for sql in ("SELECT * FROM idgen_registry.claim('1', '1', 'x', NULL, 3000, 0, NULL)",
                 "SELECT * FROM idgen_registry.holders", "SELECT * FROM idgen_registry.lease",
                 "BEGIN; LOCK TABLE idgen_registry.lease"):
         e = registry.error(sql, db="registry", user="outsider")

@@ -115,15 +115,51 @@ pub fn configured() -> bool {
 /// Set in the postmaster while preloading when idgen.registry is set; inherited across fork.
 static CONFIGURED: AtomicBool = AtomicBool::new(false);
 
+/// This run of the server: a random number the postmaster draws when it starts, inherited
+/// across fork, kept through a crash and restart of its children (the same run: none of the
+/// old children is left), new at each start of the postmaster. The registry's lease is one
+/// run's, so that two running copies of one server are two holders. Never 0.
+static RUN: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this run's lease worker has held a lease, so that a clean shutdown releases it
+/// (else nothing is sent at shutdown). In shared memory: the worker sets it, the postmaster
+/// reads it as it exits.
+static HELD: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"idgen_lease_held") };
+
+/// This run, as the registry keeps it (decimal).
+pub fn run() -> String {
+    RUN.load(Ordering::Relaxed).to_string()
+}
+
+fn draw_run() -> u64 {
+    let mut bytes = [0u8; 8];
+    loop {
+        if !unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) } {
+            error!("idgen: could not draw a random number for this run of the server (pg_strong_random)");
+        }
+        // 63 bits: the registry reads it as a bigint-sized decimal.
+        let run = u64::from_le_bytes(bytes) >> 1;
+        if run != 0 {
+            return run;
+        }
+    }
+}
+
 /// From `_PG_init` while preloading: shared memory, and the worker when a registry is set.
 pub fn init() {
     pg_shmem_init!(PERMIT = AtomicU64::new(first_permit()));
     pg_shmem_init!(LEASED_WORKER = AtomicU32::new(0));
     pg_shmem_init!(INFO);
+    pg_shmem_init!(HELD = AtomicBool::new(false));
     if settings::registry().is_none() {
         return;
     }
     CONFIGURED.store(true, Ordering::Relaxed);
+    RUN.store(draw_run(), Ordering::Relaxed);
+    unsafe {
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(on_shmem_startup);
+    }
     match settings::worker_mode() {
         Some(_) => BackgroundWorkerBuilder::new("idgen lease worker")
             .set_type("idgen lease worker")
@@ -226,6 +262,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
         return;
     };
     let holder = unsafe { pg_sys::GetSystemIdentifier() }.to_string();
+    let run = run();
     let holder_name = holder_name();
     let lease_ms = settings::lease_ms();
     let skew_ms = settings::max_clock_skew_ms();
@@ -251,6 +288,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
         let sent_ms = clock::now_unix_ms();
         let claim = Claim {
             holder: &holder,
+            run: &run,
             holder_name: &holder_name,
             worker_id: match (mode, &standing) {
                 (Mode::Fixed(id), _) => Some(id),
@@ -403,9 +441,53 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
         LEASED_WORKER
             .get()
             .store(u32::from(worker_id), Ordering::Relaxed);
+        HELD.get().store(true, Ordering::Relaxed);
     }
     PERMIT.get().store(fence_ms, Ordering::Release);
     drop(info);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The release at a clean shutdown.
+
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+/// In the postmaster (at start and after each crash and restart of its children, when shared
+/// memory is made anew and exit callbacks must be registered again): the release at its exit.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_shmem_startup() {
+    if let Some(prev) = PREV_SHMEM_STARTUP {
+        prev();
+    }
+    if !pg_sys::IsUnderPostmaster {
+        pg_sys::on_shmem_exit(Some(release_at_shutdown), pg_sys::Datum::from(0));
+    }
+}
+
+/// The postmaster exits cleanly (code 0), every other process of the server gone: nothing will
+/// issue an id of this run again, so its lease is released, with the last millisecond it
+/// issued in, and the next start (or any server) takes the worker id over at once instead of
+/// waiting for the lease to end. Bounded by the client's deadlines (5 s to connect, 5 s for
+/// the call); if it fails, the lease ends by itself and the next start waits for that.
+#[pg_guard]
+unsafe extern "C-unwind" fn release_at_shutdown(code: i32, _arg: pg_sys::Datum) {
+    if code != 0 || !HELD.get().load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(conninfo) = settings::registry() else {
+        return;
+    };
+    let holder = pg_sys::GetSystemIdentifier().to_string();
+    let last_ms = shared::snowflake_state().high_water_unix_ms(settings::epoch_ms());
+    let mut registry = Registry::new(&conninfo, "idgen lease release");
+    match registry.release(&holder, &run(), last_ms) {
+        Ok(Some(worker_id)) => log!("idgen: released worker id {worker_id} in the registry at shutdown"),
+        Ok(None) => {}
+        Err(e) => warning!(
+            "idgen: could not release the worker id's lease at shutdown: {}; the next start waits for the lease to end",
+            e.message
+        ),
+    }
 }
 
 /// The server as people know it: cluster_name (or "postgres") @ host : port.

@@ -1,6 +1,6 @@
 //! The registry's client side: libpq, asynchronously, so that a registry that stops answering
 //! (a partition, a stopped host) costs the lease worker a deadline, never a hang. Knows the
-//! registry's one call, `idgen_registry.claim()`, and nothing of shared memory.
+//! registry's two calls, `idgen_registry.claim()` and `release()`, and nothing of shared memory.
 
 use crate::lease::{self, Answer, Grant, How};
 use pq_sys as pq;
@@ -75,6 +75,8 @@ pub struct Registry {
 /// What the lease worker sends with each claim.
 pub struct Claim<'a> {
     pub holder: &'a str,
+    /// This run of the server (`registry::run()`): a lease is one run's.
+    pub run: &'a str,
     pub holder_name: &'a str,
     pub worker_id: Option<u16>,
     pub lease_ms: u64,
@@ -95,12 +97,59 @@ impl Registry {
     /// Sends one claim and reads its answer; `stop()` is polled while waiting (SIGTERM).
     pub fn claim(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Answer, Failure> {
         self.connect(stop)?;
-        let result = self.call(claim, stop);
+        let params = [
+            Some(claim.holder.to_string()),
+            Some(claim.run.to_string()),
+            Some(claim.holder_name.replace('\0', "")),
+            claim.worker_id.map(|w| w.to_string()), // NULL: any free id
+            Some(claim.lease_ms.to_string()),
+            Some(claim.horizon_ms.to_string()),
+            claim.fence_ms.map(|f| f.to_string()), // NULL: not fenced
+        ];
+        let result = self.call(
+            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint)",
+            &params,
+            stop,
+            read_result,
+        );
         if result.as_ref().is_err_and(|f| !f.misconfigured) {
             // The connection may be half-dead: start afresh next time.
             self.close();
         }
         result
+    }
+
+    /// Releases run `run`'s lease at a clean shutdown, after which the server issues nothing:
+    /// the worker id released, or None where the registry had no lease of this run.
+    pub fn release(
+        &mut self,
+        holder: &str,
+        run: &str,
+        last_ms: u64,
+    ) -> Result<Option<u16>, Failure> {
+        let never = || false;
+        self.connect(&never)?;
+        let params = [
+            Some(holder.to_string()),
+            Some(run.to_string()),
+            Some(last_ms.to_string()),
+        ];
+        self.call(
+            c"SELECT idgen_registry.release($1, $2, $3::bigint)",
+            &params,
+            &never,
+            |res| {
+                if unsafe { pq::PQresultStatus(res) } != pq::ExecStatusType::PGRES_TUPLES_OK {
+                    return Err(failure_of(res, "release"));
+                }
+                let released = unsafe {
+                    (pq::PQntuples(res) == 1 && pq::PQgetisnull(res, 0, 0) == 0)
+                        .then(|| CStr::from_ptr(pq::PQgetvalue(res, 0, 0)).to_string_lossy())
+                        .and_then(|t| t.parse::<u16>().ok())
+                };
+                Ok(released)
+            },
+        )
     }
 
     fn close(&mut self) {
@@ -223,29 +272,31 @@ impl Registry {
         }
     }
 
-    fn call(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Answer, Failure> {
-        let params: [CString; 6] = [
-            CString::new(claim.holder).unwrap_or_default(),
-            CString::new(claim.holder_name.replace('\0', "")).unwrap_or_default(),
-            CString::new(claim.worker_id.map(|w| w.to_string()).unwrap_or_default())
-                .unwrap_or_default(),
-            CString::new(claim.lease_ms.to_string()).unwrap_or_default(),
-            CString::new(claim.horizon_ms.to_string()).unwrap_or_default(),
-            CString::new(claim.fence_ms.map(|f| f.to_string()).unwrap_or_default())
-                .unwrap_or_default(),
-        ];
-        let mut values: Vec<*const c_char> = params.iter().map(|p| p.as_ptr()).collect();
-        if claim.worker_id.is_none() {
-            values[2] = ptr::null(); // SQL NULL: any free id
-        }
-        if claim.fence_ms.is_none() {
-            values[5] = ptr::null();
-        }
+    /// Sends `sql` with `params` (None: SQL NULL) and reads its results with `read`, each only
+    /// once libpq has it whole, so that no call blocks past the deadline.
+    fn call<T>(
+        &mut self,
+        sql: &CStr,
+        params: &[Option<String>],
+        stop: &dyn Fn() -> bool,
+        read: impl Fn(*mut pq::PGresult) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let params: Vec<Option<CString>> = params
+            .iter()
+            .map(|p| {
+                p.as_ref()
+                    .map(|v| CString::new(v.as_str()).unwrap_or_default())
+            })
+            .collect();
+        let values: Vec<*const c_char> = params
+            .iter()
+            .map(|p| p.as_ref().map_or(ptr::null(), |v| v.as_ptr()))
+            .collect();
         let sent = unsafe {
             pq::PQsendQueryParams(
                 self.conn,
-                c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms FROM idgen_registry.claim($1, $2, $3::integer, $4::integer, $5::bigint, $6::bigint)".as_ptr(),
-                6,
+                sql.as_ptr(),
+                values.len() as c_int,
                 ptr::null(),
                 values.as_ptr(),
                 ptr::null(),
@@ -255,15 +306,14 @@ impl Registry {
         };
         if sent == 0 {
             return Err(Failure::plain(format!(
-                "could not send the claim to the registry: {}",
+                "could not send a call to the registry: {}",
                 self.error_message()
             )));
         }
-        // Every result until the end of the query (a NULL), each only once libpq has it
-        // whole, so that no call blocks past the deadline; the first error wins, and an
-        // error after the rows (at commit) makes the claim a failure.
+        // Every result until the end of the query (a NULL); the first error wins, and an
+        // error after the rows (at commit) makes the call a failure.
         let deadline = Instant::now() + CALL_DEADLINE;
-        let mut answer: Option<Result<Answer, Failure>> = None;
+        let mut answer: Option<Result<T, Failure>> = None;
         loop {
             if unsafe { pq::PQconsumeInput(self.conn) } == 0 {
                 return Err(Failure::plain(format!(
@@ -279,7 +329,7 @@ impl Registry {
             if res.is_null() {
                 break;
             }
-            let this = read_result(res);
+            let this = read(res);
             unsafe { pq::PQclear(res) };
             answer = match (answer, this) {
                 (None, this) => Some(this),
@@ -297,30 +347,34 @@ impl Drop for Registry {
     }
 }
 
+/// What a failed call's result says, in words for the log: `what` is the call.
+fn failure_of(res: *mut pq::PGresult, what: &str) -> Failure {
+    let field = |code: u8| unsafe {
+        let p = pq::PQresultErrorField(res, c_int::from(code));
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    };
+    let sqlstate = field(b'C').unwrap_or_default();
+    let message = field(b'M').unwrap_or_else(|| "unknown error".into());
+    match sqlstate.as_str() {
+        // invalid_schema_name, undefined_function, undefined_table
+        "3F000" | "42883" | "42P01" => Failure {
+            message: format!("the registry database has no idgen_registry schema of this idgen version ({message}): install sql/registry/idgen_registry.sql there"),
+            misconfigured: true,
+        },
+        "42501" => Failure {
+            message: format!("the registry refused the {what} ({message}): the role idgen.registry connects as must be a member of idgen_fleet"),
+            misconfigured: true,
+        },
+        _ => Failure {
+            message: format!("the registry refused the {what}: {message} (SQLSTATE {sqlstate})"),
+            misconfigured: sqlstate.starts_with("42") || sqlstate.starts_with("22"),
+        },
+    }
+}
+
 fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
-    let status = unsafe { pq::PQresultStatus(res) };
-    if status != pq::ExecStatusType::PGRES_TUPLES_OK {
-        let field = |code: u8| unsafe {
-            let p = pq::PQresultErrorField(res, c_int::from(code));
-            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
-        };
-        let sqlstate = field(b'C').unwrap_or_default();
-        let message = field(b'M').unwrap_or_else(|| "unknown error".into());
-        return Err(match sqlstate.as_str() {
-            // invalid_schema_name, undefined_function, undefined_table
-            "3F000" | "42883" | "42P01" => Failure {
-                message: format!("the registry database has no idgen_registry schema of this idgen version ({message}): install sql/registry/idgen_registry.sql there"),
-                misconfigured: true,
-            },
-            "42501" => Failure {
-                message: format!("the registry refused the claim ({message}): the role idgen.registry connects as must be a member of idgen_fleet"),
-                misconfigured: true,
-            },
-            _ => Failure {
-                message: format!("the registry refused the claim: {message} (SQLSTATE {sqlstate})"),
-                misconfigured: sqlstate.starts_with("42") || sqlstate.starts_with("22"),
-            },
-        });
+    if unsafe { pq::PQresultStatus(res) } != pq::ExecStatusType::PGRES_TUPLES_OK {
+        return Err(failure_of(res, "claim"));
     }
     if unsafe { pq::PQntuples(res) } != 1 {
         return Err(Failure::plain("the registry's claim() returned no row"));

@@ -52,6 +52,11 @@ CREATE TABLE idgen_registry.lease (
     holder_name         text NOT NULL,
     -- The registry role that claimed it: another role cannot renew it by naming the holder.
     holder_role         name NOT NULL,
+    -- The holder's run: a random number the server draws each time its postmaster starts, so
+    -- that two running copies of one server (a base backup started as a second primary, a
+    -- promoted standby beside its live primary) are two holders, not one. NULL: the run that
+    -- held it released it at a clean shutdown.
+    holder_run          text CHECK (holder_run ~ '^[0-9]{1,20}$'),
     lease_ends_ms       bigint NOT NULL,
     -- The highest durable horizon any holder of this id recorded (Unix ms): ids of this worker
     -- id were issued only at or below it, or before predecessor_ends_ms.
@@ -70,14 +75,16 @@ CREATE TABLE idgen_registry.lease (
 );
 REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
 
--- Claims or renews a lease for holder p_holder: the fixed id p_worker_id, or (NULL) any id:
--- one this holder holds already, else one never leased, else the fenced one whose lease ended
--- longest ago. p_fence_ms: the claimant's fence if this claim succeeds (NULL: unfenced).
--- p_horizon_ms: its durable horizon. Returns one row:
---   outcome 'held'        the holder had it (a renewal, a restart, a promoted standby)
+-- Claims or renews a lease for run p_run of holder p_holder: the fixed id p_worker_id, or (NULL)
+-- any id: one this run holds already, else one this holder's last run released, else one never
+-- leased, else the fenced one whose lease ended longest ago. A lease is a run's: another run of
+-- the same server (a copy of it, a promoted standby, a start after a crash) takes it only once
+-- it has ended or was released, as any other server would. p_fence_ms: the claimant's fence
+-- if this claim succeeds (NULL: unfenced). p_horizon_ms: its durable horizon. Returns one row:
+--   outcome 'held'        this run had it (a renewal)
 --           'claimed'     a never-leased id
---           'taken_over'  an id whose last lease (another holder's) has ended
---           'conflict'    p_worker_id is held by another holder (other_*), or by this holder
+--           'taken_over'  an id whose last lease has ended or was released
+--           'conflict'    p_worker_id is held by another run (other_*), or by this holder
 --                         through another registry role
 --           'exhausted'   no id is free (auto only)
 --   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
@@ -85,7 +92,7 @@ REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
 -- Callers run it in its own transaction (autocommit): the table lock it takes lasts until the
 -- caller commits, and lock_timeout keeps a member that holds it open from hanging the others.
 CREATE FUNCTION idgen_registry.claim(
-    p_holder text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
+    p_holder text, p_run text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
     p_horizon_ms bigint, p_fence_ms bigint)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
@@ -102,6 +109,10 @@ DECLARE
 BEGIN
     IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
         RAISE EXCEPTION 'invalid holder %: a PostgreSQL system identifier is expected', p_holder
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_run IS NULL OR p_run !~ '^[0-9]{1,20}$' THEN
+        RAISE EXCEPTION 'invalid run %: the number the server drew when it started is expected', p_run
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
@@ -129,17 +140,26 @@ BEGIN
 
     IF p_worker_id IS NULL THEN
         SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
-         WHERE l.holder = p_holder AND l.holder_role = who
+         WHERE l.holder = p_holder AND l.holder_role = who AND l.holder_run = p_run
          ORDER BY l.worker_id LIMIT 1;
+        IF NOT FOUND THEN
+            -- A clean restart takes back the id its last run released.
+            SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
+             WHERE l.holder = p_holder AND l.holder_role = who AND l.holder_run IS NULL
+               AND l.fence_ms IS NOT NULL
+             ORDER BY l.worker_id LIMIT 1;
+        END IF;
         IF NOT FOUND THEN
             SELECT g.i INTO id FROM pg_catalog.generate_series(0, 1023) AS g(i)
              WHERE NOT EXISTS (SELECT FROM idgen_registry.lease AS l WHERE l.worker_id = g.i)
              ORDER BY g.i LIMIT 1;
         END IF;
         IF NOT FOUND THEN
-            -- Only fenced leases: an unfenced (fixed-id) holder may still be issuing.
+            -- Only fenced leases: an unfenced (fixed-id) holder may still be issuing. Not one of
+            -- this holder's under another role (only that role may take it).
             SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
-             WHERE l.lease_ends_ms < now_ms AND l.fence_ms IS NOT NULL AND l.holder <> p_holder
+             WHERE l.lease_ends_ms < now_ms AND l.fence_ms IS NOT NULL
+               AND (l.holder <> p_holder OR l.holder_role = who)
              ORDER BY l.lease_ends_ms, l.worker_id LIMIT 1;
         END IF;
         IF NOT FOUND THEN
@@ -153,13 +173,13 @@ BEGIN
 
     SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id;
     IF NOT FOUND THEN
-        INSERT INTO idgen_registry.lease AS l (worker_id, holder, holder_name, holder_role,
+        INSERT INTO idgen_registry.lease AS l (worker_id, holder, holder_name, holder_role, holder_run,
                 lease_ends_ms, last_horizon_ms, predecessor_ends_ms, fence_ms, claimed_at, renewed_at)
-        VALUES (id, p_holder, p_holder_name, who, now_ms + p_lease_ms,
+        VALUES (id, p_holder, p_holder_name, who, p_run, now_ms + p_lease_ms,
                 GREATEST(coalesce(p_horizon_ms, 0), 0), 0, p_fence_ms, pg_catalog.now(), pg_catalog.now())
         RETURNING * INTO row_;
         outcome := 'claimed';
-    ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
+    ELSIF row_.holder = p_holder AND row_.holder_role = who AND row_.holder_run = p_run THEN
         UPDATE idgen_registry.lease AS l
            SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + p_lease_ms),
                last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
@@ -169,17 +189,22 @@ BEGIN
          WHERE l.worker_id = id
         RETURNING * INTO row_;
         outcome := 'held';
-    ELSIF row_.lease_ends_ms >= now_ms OR row_.holder = p_holder
+    ELSIF row_.lease_ends_ms >= now_ms
+          OR (row_.holder = p_holder AND row_.holder_role <> who)
           OR (row_.fence_ms IS NULL AND p_worker_id IS NULL) THEN
-        -- A live lease of another holder; or this holder's through another role, which only
-        -- that role may renew.
+        -- A live lease of another run (of another server, or of this one: a copy of it, a
+        -- promoted standby beside its primary, a run before a crash); or this holder's through
+        -- another role, which only that role may take.
         RETURN QUERY SELECT 'conflict'::text, id, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
             row_.holder_name || ' (system identifier ' || row_.holder || ', registry role '
-                || row_.holder_role || ')', row_.lease_ends_ms, now_ms;
+                || row_.holder_role || CASE WHEN row_.holder = p_holder AND row_.holder_role = who
+                THEN ', another run of this server: a copy of it started beside it, a promoted standby '
+                     'beside its primary, or the run before a crash, whose lease has not ended'
+                ELSE '' END || ')', row_.lease_ends_ms, now_ms;
         RETURN;
     ELSE
         UPDATE idgen_registry.lease AS l
-           SET holder = p_holder, holder_name = p_holder_name, holder_role = who,
+           SET holder = p_holder, holder_name = p_holder_name, holder_role = who, holder_run = p_run,
                predecessor_ends_ms = GREATEST(l.predecessor_ends_ms, l.lease_ends_ms),
                predecessor_fence_ms = GREATEST(l.predecessor_fence_ms, coalesce(l.fence_ms, 0)),
                fence_ms = p_fence_ms,
@@ -194,8 +219,46 @@ BEGIN
         row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms;
 END
 $claim$;
-REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, integer, integer, bigint, bigint) TO idgen_fleet;
+REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint) TO idgen_fleet;
+
+-- Releases run p_run's lease once its server has stopped (the postmaster calls it as it exits,
+-- every other process of the server gone), so it issues nothing more: the lease ends now, and
+-- p_last_ms (Unix ms, its own clock), the last millisecond it issued in, joins the id's horizon
+-- and becomes the fence, so that whoever takes the id next (the same server restarted, its
+-- promoted standby) resumes after it at once instead of waiting for the lease and the fence.
+-- Touches only the caller's own row of this run; returns the worker id released, or NULL.
+CREATE FUNCTION idgen_registry.release(p_holder text, p_run text, p_last_ms bigint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '2s'
+AS $release$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    id integer;
+BEGIN
+    IF coalesce(p_last_ms, 0) > now_ms + 600000 THEN
+        RAISE EXCEPTION 'last millisecond % is more than 10 minutes ahead of the registry''s clock (%)',
+            p_last_ms, now_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Check the clock of the server that releases (NTP).';
+    END IF;
+    UPDATE idgen_registry.lease AS l
+       SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),
+           last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_last_ms, 0)),
+           -- An ended run issues nothing more: its fence comes down to just past its last id
+           -- (a fixed id's lease stays unfenced: never handed to an automatic claim).
+           fence_ms = CASE WHEN l.fence_ms IS NOT NULL
+                           THEN LEAST(l.fence_ms, coalesce(p_last_ms, 0) + 1) END,
+           renewed_at = pg_catalog.now()
+     WHERE l.holder = p_holder AND l.holder_run = p_run AND l.holder_role = pg_catalog.session_user()
+    RETURNING l.worker_id INTO id;
+    RETURN id;
+END
+$release$;
+REVOKE ALL ON FUNCTION idgen_registry.release(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.release(text, text, bigint) TO idgen_fleet;
 
 -- Who holds which id, until when, and how far each id's holders have issued.
 CREATE VIEW idgen_registry.holders AS
@@ -203,6 +266,7 @@ SELECT l.worker_id, l.holder, l.holder_name, l.holder_role,
        pg_catalog.to_timestamp(l.lease_ends_ms / 1000.0) AS lease_ends,
        l.lease_ends_ms >= pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000) AS live,
        l.fence_ms IS NOT NULL AS fenced,
+       l.holder_run IS NULL AS released,
        CASE WHEN l.last_horizon_ms > 0 THEN pg_catalog.to_timestamp(l.last_horizon_ms / 1000.0) END AS last_horizon,
        l.claimed_at, l.renewed_at
   FROM idgen_registry.lease AS l;
