@@ -166,8 +166,8 @@ pub fn init() {
             .set_library("idgen")
             .set_function("idgen_lease_worker")
             .enable_shmem_access(None)
-            // Not on a standby, which issues no ids: after promotion, it claims (and a standby
-            // of the holder finds the lease its own).
+            // Not on a standby, which issues no ids: after promotion, it claims, as a run of
+            // its own (it takes its primary's id back only if the primary released it).
             .set_start_time(BgWorkerStartTime::RecoveryFinished)
             .set_restart_time(Some(Duration::from_secs(1)))
             .load(),

@@ -24,9 +24,10 @@
 -- handed out to an automatic claim: its holder may still be issuing; only a server configured
 -- with that fixed id takes it over.
 --
--- Give every server a registry role of its own: servers cloned from one base backup share a
--- system identifier, and only the role tells them apart (the same system identifier under
--- another role is a conflict).
+-- A lease is one run's: the holder's system identifier (shared by a primary, its standbys and
+-- every copy of it) and the run its postmaster drew at start, so that two copies of a server
+-- running at once are two holders. Give every server a registry role of its own too: a lease
+-- of one role is never another's.
 
 \set ON_ERROR_STOP on
 BEGIN;
@@ -45,8 +46,8 @@ GRANT USAGE ON SCHEMA idgen_registry TO idgen_fleet;
 
 CREATE TABLE idgen_registry.lease (
     worker_id           integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 1023),
-    -- The holder's PostgreSQL system identifier, which a primary and its physical standbys
-    -- share: an HA pair is one holder, and a promoted standby continues its primary's lease.
+    -- The holder's PostgreSQL system identifier, which a primary, its physical standbys and
+    -- its copies share (with holder_run, it names one running server).
     holder              text NOT NULL CHECK (holder ~ '^[0-9]{1,20}$'),
     -- cluster_name@host, for people.
     holder_name         text NOT NULL,
