@@ -259,6 +259,39 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
     assert ends_seen_by_c == b_end > a_end
 
 
+def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reused_above_it(cluster_factory,
+                                                                                            registry):
+    """A fixed-id server that is gone for good keeps its id from automatic claims, which cannot
+    tell it from one cut off from the registry and still issuing; the exhausted server's HINT
+    names the way out, only the registry's owner may take it (idgen_registry.free()), and the
+    automatic server that then takes the id resumes above every id the gone server stored."""
+    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
+               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
+               " FROM generate_series(0, 1022) g", db="registry")
+    gone = member(cluster_factory, "gone", registry, worker_id=1023, conf=["idgen.lease = '1s'"])
+    gone.q("CREATE TABLE t (id bigint PRIMARY KEY)")
+    gone.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 5000)")
+    wait_reaped(kill_server(gone))
+    ended = "SELECT NOT live AND NOT fenced FROM idgen_registry.holders WHERE worker_id = 1023"
+    wait_until("the lease to end", lambda: registry.q(ended, db="registry") == [(True,)])
+    auto = member(cluster_factory, "auto", registry)
+    e = wait_until("the exhausted refusal", lambda: _refusal(auto), timeout=20)
+    assert "all 1,024 are leased" in e.diag.message_primary, e.diag.message_primary
+    assert "SELECT idgen_registry.free(worker_id)" in e.diag.message_hint, e.diag.message_hint
+    assert "never given to an automatic claim" in e.diag.message_detail, e.diag.message_detail
+    assert registry.error("SELECT idgen_registry.free(1023)", db="registry", user="srv_auto").pgcode == "42501"
+    freed = registry.one("SELECT idgen_registry.free(1023)", db="registry")
+    assert freed.startswith("gone@"), freed
+    got = first_ids(auto, 1000, timeout=30)
+    assert {worker_of(i) for i in got} == {1023}
+    gone.start()  # to read what it stored: its id is the automatic server's now
+    assert min(got) > gone.one("SELECT max(id) FROM t")
+    assert gone.error("SELECT snowflake_next()").pgcode == NOT_IN_PREREQUISITE_STATE
+    e = registry.error("SELECT idgen_registry.free(1023)", "DELETE FROM idgen_registry.lease WHERE worker_id = 5",
+                       "SELECT idgen_registry.free(5)", db="registry")
+    assert e.pgcode == "P0002" and "never leased" in e.diag.message_primary, e
+
+
 def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
     c = member(cluster_factory, "c", registry)
     assert first_ids(c, 10)

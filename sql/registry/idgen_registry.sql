@@ -261,6 +261,36 @@ $release$;
 REVOKE ALL ON FUNCTION idgen_registry.release(text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry.release(text, text, bigint) TO idgen_fleet;
 
+-- For the registry's owner only: frees worker id p_worker_id, whose server is gone for good (its
+-- data directory deleted, its machine retired) and will never release it. Its lease ends now; a
+-- fixed id becomes like an ended automatic one, which an automatic claim may take once no
+-- never-leased id is left. Whoever takes it resumes after the id's highest horizon and fences
+-- and after now plus its own idgen.max_clock_skew, so above every id the gone server issued,
+-- as long as it really stopped before this call. Returns the holder it was freed from.
+CREATE FUNCTION idgen_registry.free(p_worker_id integer)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $free$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    freed text;
+BEGIN
+    UPDATE idgen_registry.lease AS l
+       SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),
+           fence_ms = coalesce(l.fence_ms, 0), renewed_at = pg_catalog.now()
+     WHERE l.worker_id = p_worker_id
+    RETURNING l.holder_name || ' (system identifier ' || l.holder || ', registry role ' || l.holder_role || ')'
+      INTO freed;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'worker id % was never leased: there is nothing to free', p_worker_id
+            USING ERRCODE = 'no_data_found', HINT = 'SELECT * FROM idgen_registry.holders lists the ids leased.';
+    END IF;
+    RETURN freed;
+END
+$free$;
+REVOKE ALL ON FUNCTION idgen_registry.free(integer) FROM PUBLIC;
+
 -- Who holds which id, until when, and how far each id's holders have issued.
 CREATE VIEW idgen_registry.holders AS
 SELECT l.worker_id, l.holder, l.holder_name, l.holder_role,

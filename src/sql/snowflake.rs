@@ -102,11 +102,11 @@ pub(crate) fn raise_refused(mode: Mode, view: &registry::View) -> ! {
     match refusal {
         Refusal::Conflict { other_lease_ends_ms, .. } => e
             .detail(format!("Its lease ends at {}. Two servers with one worker id can issue the same ids; the registry (idgen.registry) holds a live lease of it for the other server.", timestamp_of_unix_ms(*other_lease_ends_ms)))
-            .hint("Give this server a worker id of its own (or idgen.worker_id = auto) and restart it; the view idgen_registry.holders in the registry shows the ids in use.")
+            .hint("Where the other is another run of this server that has stopped (a start after a crash), nothing is needed: this server keeps asking and issues ids once that lease ends. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it; the view idgen_registry.holders in the registry shows the ids in use.")
             .raise(),
         Refusal::Exhausted => e
-            .detail("With idgen.worker_id = auto, each server leases one of the 1,024 worker ids; the lease of a server that is gone ends after idgen.lease, and its id is then free.")
-            .hint("See the view idgen_registry.holders in the registry for who holds them. This server keeps asking, and issues ids as soon as one is free.")
+            .detail("With idgen.worker_id = auto, each server leases one of the 1,024 worker ids. An automatic lease that nobody renews is free once it ends; an id once held as a fixed worker id is never given to an automatic claim, as its server may still be issuing, until the registry's owner frees it.")
+            .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
         Refusal::Lost { .. } => e
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
