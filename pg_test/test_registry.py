@@ -34,6 +34,12 @@ def install_registry(reg, db="registry"):
     assert done.returncode == 0, done.stderr
 
 
+def fill_all_but_the_last(reg):
+    """Ids 0-1022 leased for ever to a made-up holder: only 1023 is left."""
+    reg.q("UPDATE idgen_registry.lease SET holder = '1', holder_name = 'filler', holder_role = 'postgres',"
+          " lease_ends_ms = 9e15, claimed_at = now(), renewed_at = now() WHERE worker_id < 1023", db="registry")
+
+
 def fleet_role(reg, name, db="registry"):
     reg.q(f"CREATE ROLE {name} LOGIN IN ROLE idgen_fleet", db=db)
 
@@ -193,9 +199,7 @@ def test_a_second_server_with_a_taken_fixed_id_refuses_and_names_the_first(clust
 
 def test_every_id_is_taken_then_the_freed_one_is_reused(cluster_factory, registry):
     """Exhaustion names the registry view; an id freed by a holder's end is taken over."""
-    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
-               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
-               " FROM generate_series(0, 1022) g", db="registry")
+    fill_all_but_the_last(registry)
     a = member(cluster_factory, "a", registry)
     assert first_ids(a, 10)
     assert status(a)["worker_id"] == 1023
@@ -209,9 +213,7 @@ def test_every_id_is_taken_then_the_freed_one_is_reused(cluster_factory, registr
 def test_an_ended_lease_of_a_fixed_id_is_never_handed_to_an_auto_server(cluster_factory, registry):
     """A fixed-id server carries on without the registry, past its lease's end: its id must not
     go to an automatic claim. Only a server configured with that id takes it over."""
-    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
-               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
-               " FROM generate_series(0, 1022) g", db="registry")
+    fill_all_but_the_last(registry)
     fixed = member(cluster_factory, "fixed", registry, worker_id=1023)
     assert first_ids(fixed, 10)
     fixed.stop()  # cut off: its lease ends, unfenced
@@ -265,9 +267,7 @@ def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reus
     tell it from one cut off from the registry and still issuing; the exhausted server's HINT
     names the way out, only the registry's owner may take it (idgen_registry.free()), and the
     automatic server that then takes the id resumes above every id the gone server stored."""
-    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
-               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
-               " FROM generate_series(0, 1022) g", db="registry")
+    fill_all_but_the_last(registry)
     gone = member(cluster_factory, "gone", registry, worker_id=1023, conf=["idgen.lease = '1s'"])
     gone.q("CREATE TABLE t (id bigint PRIMARY KEY)")
     gone.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 5000)")
@@ -290,6 +290,57 @@ def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reus
     e = registry.error("SELECT idgen_registry.free(1023)", "DELETE FROM idgen_registry.lease WHERE worker_id = 5",
                        "SELECT idgen_registry.free(5)", db="registry")
     assert e.pgcode == "P0002" and "never leased" in e.diag.message_primary, e
+
+
+def test_a_member_holding_a_claim_open_or_reaching_for_a_live_lease_blocks_no_one(cluster_factory, registry):
+    """A member role claims an id and keeps its transaction open for three leases, after trying to
+    claim a live lease of another server in it: claims lock rows, not the table, and a claim of
+    someone else's live lease locks nothing, so the other servers renew and issue throughout,
+    and a server that starts meanwhile gets an id. (With the table lock of before, the renewals
+    waited, failed with 55P03 after 2 s, and the automatic servers stopped at their leases' end.)"""
+    a, b = member(cluster_factory, "a", registry), member(cluster_factory, "b", registry)
+    assert first_ids(a, 10) and first_ids(b, 10)
+    a_id = status(a)["worker_id"]
+    fleet_role(registry, "rogue")
+    conn = registry.connect(db="registry", user="rogue")
+    conn.autocommit = False
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', NULL, 3000, 0, NULL)")
+            assert cur.fetchone() == ("claimed",)
+            cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', {a_id}, 3000, 0, NULL)")
+            assert cur.fetchone() == ("conflict",)
+            loads = [Load(a), Load(b)]
+            late = member(cluster_factory, "late", registry)
+            assert first_ids(late, 10, timeout=20)
+            time.sleep(3 * 3)  # three leases, the rogue's transaction open all along
+            for load in loads:
+                load.finish()
+    finally:
+        conn.rollback()
+        conn.close()
+    for load in loads:
+        assert not load.refusals, load.refusals[:3]
+        assert len(load.ids) > 10_000
+    no_duplicates(*loads)
+    assert status(a)["worker_id"] == a_id
+    assert all(status(c)["registry"] == "holding" for c in (a, b, late))
+
+
+def test_a_member_that_claims_every_id_gets_its_quota_and_no_more(cluster_factory, registry):
+    """One statement claiming ids 2 to 1023 under made-up holders (the review's attack: it left
+    no id for anyone, for good) gets the one live lease a role may hold; an honest server still
+    gets an id, and the owner's quota is what allows a role more."""
+    fleet_role(registry, "greedy")
+    claims = ("SELECT c.outcome, count(*) FROM pg_catalog.generate_series(2, 1023) AS g,"
+              " LATERAL idgen_registry.claim((1000 + g)::text, '1', 'greedy', g, 60000, 0, NULL) AS c"
+              " GROUP BY c.outcome ORDER BY c.outcome")
+    assert registry.q(claims, db="registry", user="greedy") == [("claimed", 1), ("over_quota", 1021)]
+    honest = member(cluster_factory, "honest", registry)
+    assert first_ids(honest, 10)
+    allow(registry, "greedy", 3)
+    # the first one's lease renewed (held), two more
+    assert registry.q(claims, db="registry", user="greedy") == [("claimed", 2), ("held", 1), ("over_quota", 1019)]
 
 
 def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
@@ -352,9 +403,7 @@ def wait_reaped(pid):
 @pytest.mark.parametrize("clock", ["same", "2s-behind"])
 def test_a_killed_holders_id_is_reused_only_above_everything_it_stored(cluster_factory, registry, clock):
     # Only one id is free, so the new server must take over the dead one's.
-    registry.q("INSERT INTO idgen_registry.lease (worker_id, holder, holder_name, holder_role, lease_ends_ms,"
-               " claimed_at, renewed_at) SELECT g, '1', 'filler', 'postgres', 9e15, now(), now()"
-               " FROM generate_series(0, 1022) g", db="registry")
+    fill_all_but_the_last(registry)
     # A 1 s lease (renewed every 333 ms): the id is free again at most 1 s after the kill, so a
     # clock 2 s behind would reach back into the dead server's ids without the reuse floor.
     short = ["idgen.lease = '1s'"]
@@ -434,10 +483,18 @@ def test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones
 
 # ---- promotion --------------------------------------------------------------------------------
 
-def replicated_auto_pair(cluster_factory, registry, tmp_path):
-    """An auto primary with a 30 s lease, 20,000 of its ids stored in t, and a standby that has
-    replayed them; returns (primary, standby, the primary's worker id)."""
+def allow(registry, role, n):
+    """The registry's owner lets role hold n live leases at once (idgen_registry.quota)."""
+    registry.q(f"INSERT INTO idgen_registry.quota VALUES ('{role}', {n})"
+               " ON CONFLICT (role) DO UPDATE SET max_ids = excluded.max_ids", db="registry")
+
+
+def replicated_auto_pair(cluster_factory, registry, tmp_path, quota=1):
+    """An auto primary with a 30 s lease, its registry role allowed `quota` live leases, 20,000
+    of its ids stored in t, and a standby that has replayed them; returns (primary, standby,
+    the primary's worker id)."""
     primary = member(cluster_factory, "primary", registry, conf=["idgen.lease = '30s'"])
+    allow(registry, "srv_primary", quota)
     primary.q("CREATE TABLE t (id bigint PRIMARY KEY)")
     assert first_ids(primary, 10)
     standby = primary.base_backup(str(tmp_path / "standby"))
@@ -451,9 +508,9 @@ def replicated_auto_pair(cluster_factory, registry, tmp_path):
 def test_a_promoted_standby_takes_a_worker_id_of_its_own_at_once(cluster_factory, registry, tmp_path):
     """An automatic id is one run's: after its primary's machine died (no clean shutdown to
     release the lease), the promoted standby does not wait for that lease (30 s here) to end,
-    it takes another id at once; its ids are above the primary's all the same (the horizon it
-    replayed)."""
-    primary, standby, leased = replicated_auto_pair(cluster_factory, registry, tmp_path)
+    it takes another id at once where the pair's registry role may hold two; its ids are above
+    the primary's all the same (the horizon it replayed)."""
+    primary, standby, leased = replicated_auto_pair(cluster_factory, registry, tmp_path, quota=2)
     kill_server(primary)
     t0 = time.monotonic()
     standby.promote()
@@ -514,28 +571,42 @@ def no_duplicates(*loads):
     return ids
 
 
-def test_a_clone_of_an_auto_server_started_beside_it_takes_another_worker_id(cluster_factory, registry, tmp_path):
+@pytest.mark.parametrize("quota", [1, 2])
+def test_a_clone_of_an_auto_server_started_beside_it_never_shares_its_worker_id(cluster_factory, registry, tmp_path,
+                                                                                 quota):
     """A base backup of a running auto server, started as a second primary with nothing but its
     port and name changed (it has the same system identifier, registry role and settings): a
-    run of its own, so another worker id, and no id issued twice while both are under load.
-    (0.3.0 before runs: both held one lease, and 112,232 ids of 600,000 were issued twice.)"""
+    run of its own, never given the original's lease. Its role may hold one lease by default,
+    so it refuses, naming the original; allowed two, it takes another id. No id is issued twice
+    while both are under load. (Before runs, both held one lease: 112,232 ids of 600,000 were
+    issued twice in the review, 182,761 of 1.9 million here.)"""
     original = member(cluster_factory, "original", registry)
+    allow(registry, "srv_original", quota)
     assert first_ids(original, 10)
     theirs = status(original)["worker_id"]
     load = Load(original)
     clone = original.base_backup(str(tmp_path / "clone"), standby=False, conf=["cluster_name = 'clone'"])
     clone.start()
-    assert first_ids(clone, 10)
+    if quota == 1:
+        e = wait_until("the clone's refusal", lambda: _refusal(clone), timeout=20)
+        assert "registry role holds 1 live lease already, all its quota allows (1)" in e.diag.message_primary, e
+        assert "original@" in e.diag.message_detail and f"(worker id {theirs})" in e.diag.message_detail, e
+        assert "idgen_registry.quota" in e.diag.message_hint
+        assert status(clone)["registry"] == "over quota"
+    else:
+        assert first_ids(clone, 10)
     clone_load = Load(clone)
     time.sleep(3)
     load.finish()
     clone_load.finish()
-    assert len(load.ids) > 10_000 and len(clone_load.ids) > 10_000 and not load.refusals
+    assert len(load.ids) > 10_000 and not load.refusals
+    assert len(clone_load.ids) > 10_000 if quota == 2 else not clone_load.ids
     no_duplicates(load, clone_load)
-    assert status(clone)["worker_id"] != theirs and status(original)["worker_id"] == theirs
-    assert {worker_of(i) for i in load.ids} == {theirs}
+    assert status(original)["worker_id"] == theirs and {worker_of(i) for i in load.ids} == {theirs}
+    if quota == 2:
+        assert status(clone)["worker_id"] != theirs
     rows = registry.q("SELECT count(DISTINCT holder), count(*) FROM idgen_registry.holders", db="registry")
-    assert rows == [(1, 2)], "one system identifier, two runs, two ids"
+    assert rows == [(1, quota)], "one system identifier; two runs, one lease each where the quota allows"
 
 
 def test_a_clone_of_a_fixed_id_server_started_beside_it_is_refused_and_names_it(cluster_factory, registry, tmp_path):
@@ -557,20 +628,22 @@ def test_a_clone_of_a_fixed_id_server_started_beside_it_is_refused_and_names_it(
     assert status(original)["registry"] == "holding"
 
 
-@pytest.mark.parametrize("worker_id", ["auto", 20])
+@pytest.mark.parametrize("worker_id,quota", [("auto", 2), ("auto", 1), (20, 1)])
 def test_a_standby_promoted_beside_its_live_primary_never_shares_its_worker_id(cluster_factory, registry, tmp_path,
-                                                                               worker_id):
+                                                                               worker_id, quota):
     """Split brain: the standby is promoted while its primary runs on and issues under load. With
-    auto the promoted server takes another id at once; with a fixed id it refuses, naming the
-    primary, for as long as the primary holds the lease. No id is issued twice either way."""
+    auto the promoted server takes another id at once where the pair's role may hold two, and
+    refuses over its quota where it may hold one; with a fixed id it refuses, naming the primary,
+    for as long as the primary holds the lease. No id is issued twice either way."""
     primary = member(cluster_factory, "primary", registry, worker_id=worker_id)
+    allow(registry, "srv_primary", quota)
     assert first_ids(primary, 10)
     standby = primary.base_backup(str(tmp_path / "standby"))
     standby.start()
     cluster.wait_for_replay(primary, standby)
     load = Load(primary)
     standby.promote()
-    if worker_id == "auto":
+    if quota == 2:
         assert first_ids(standby, 10, timeout=25)
         promoted = Load(standby)
         time.sleep(3)
@@ -579,7 +652,8 @@ def test_a_standby_promoted_beside_its_live_primary_never_shares_its_worker_id(c
         assert len(promoted.ids) > 10_000
     else:
         e = wait_until("the promoted standby's refusal", lambda: _refusal(standby), timeout=25)
-        assert "worker id 20 is leased to another server, primary@" in e.diag.message_primary, e.diag.message_primary
+        names = e.diag.message_primary if worker_id == 20 else e.diag.message_detail
+        assert "primary@" in names, (e.diag.message_primary, e.diag.message_detail)
         time.sleep(2 * 3)  # two lease lengths: the primary renews, the standby stays refused
         assert standby.error("SELECT snowflake_next()").pgcode == NOT_IN_PREREQUISITE_STATE
         promoted = Load(standby)
@@ -699,7 +773,7 @@ def test_a_registry_without_the_schema_or_without_rights_is_named(cluster_factor
         assert says in c.log()
         assert status(c)["registry"] == "never verified"
     # Nothing was leased, and an outsider can neither claim, read nor lock the registry.
-    assert registry.one("SELECT count(*) FROM idgen_registry.lease", db="registry") == 0
+    assert registry.one("SELECT count(*) FROM idgen_registry.holders", db="registry") == 0
     for sql in ("SELECT * FROM idgen_registry.claim('1', '1', 'x', NULL, 3000, 0, NULL)",
                 "SELECT * FROM idgen_registry.holders", "SELECT * FROM idgen_registry.lease",
                 "BEGIN; LOCK TABLE idgen_registry.lease"):

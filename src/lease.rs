@@ -67,6 +67,15 @@ pub enum Answer {
     },
     /// Every one of the 1,024 ids is leased (automatic ids only).
     Exhausted,
+    /// The registry role this server connects as holds `held` live leases, all its quota
+    /// allows: `holding` names them, and the first ends at `first_ends_ms` (the registry's
+    /// clock).
+    OverQuota {
+        held: u32,
+        quota: u32,
+        holding: String,
+        first_ends_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +86,9 @@ pub enum How {
     Claimed,
     /// Another holder's lease on it has ended.
     TakenOver,
+    /// Another run of this same server (system identifier and registry role) held it, and
+    /// that lease has ended or was released: a restart, after a crash or a clean shutdown.
+    Resumed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +146,13 @@ pub enum Refusal {
     },
     /// No id is free.
     Exhausted,
+    /// This server's registry role holds all the live leases its quota allows.
+    OverQuota {
+        held: u32,
+        quota: u32,
+        holding: String,
+        first_ends_ms: u64,
+    },
     /// The lease of this run went to another holder (after it had ended): issuing on would
     /// repeat that holder's ids. Only a restart, which claims again, resumes.
     Lost { worker_id: u16 },
@@ -165,11 +184,13 @@ pub fn decide(
         resume_after_ms: 0,
     };
     // A fixed id issued on before the registry confirmed it: the first answer may find it
-    // never leased, or this holder's own, and confirms it; another holder's means a clash.
+    // never leased, or this holder's own (this run's, or an earlier run's of this server), and
+    // confirms it; another holder's means a clash. Over the role's quota, it stops issuing.
     if let (Standing::Unverified, Mode::Fixed(id)) = (before, mode) {
         return match answer {
             Answer::Granted { how, grant }
-                if grant.worker_id == id && matches!(how, How::Held | How::Claimed) =>
+                if grant.worker_id == id
+                    && matches!(how, How::Held | How::Claimed | How::Resumed) =>
             {
                 Decision {
                     standing: Standing::Holding {
@@ -187,6 +208,17 @@ pub fn decide(
                 worker_id,
                 other,
                 other_lease_ends_ms,
+            }),
+            Answer::OverQuota {
+                held,
+                quota,
+                holding,
+                first_ends_ms,
+            } => refuse(Refusal::OverQuota {
+                held,
+                quota,
+                holding,
+                first_ends_ms,
             }),
             _ => refuse(Refusal::Lost { worker_id: id }),
         };
@@ -240,6 +272,20 @@ pub fn decide(
             }),
         },
         Answer::Exhausted => refuse(Refusal::Exhausted),
+        Answer::OverQuota {
+            held,
+            quota,
+            holding,
+            first_ends_ms,
+        } => match issued_under {
+            Some(id) => refuse(Refusal::Lost { worker_id: id }),
+            None => refuse(Refusal::OverQuota {
+                held,
+                quota,
+                holding,
+                first_ends_ms,
+            }),
+        },
     }
 }
 
@@ -494,6 +540,37 @@ mod tests {
             "a fast-clocked old holder fenced itself past end + skew"
         );
         assert_eq!(g.resume_after_ms(1_000), 2_000);
+    }
+
+    #[test]
+    fn an_answer_over_the_roles_quota_refuses_a_new_run_and_stops_one_that_held_an_id() {
+        let over = || Answer::OverQuota {
+            held: 1,
+            quota: 1,
+            holding: "a@h:1 (worker id 3)".into(),
+            first_ends_ms: 9,
+        };
+        let refused = Standing::Refused(Refusal::OverQuota {
+            held: 1,
+            quota: 1,
+            holding: "a@h:1 (worker id 3)".into(),
+            first_ends_ms: 9,
+        });
+        for (mode, before) in [
+            (Mode::Auto, Standing::Pending),
+            (Mode::Fixed(4), Standing::Pending),
+            (Mode::Fixed(4), Standing::Unverified),
+        ] {
+            assert_eq!(decide(mode, &before, over(), 1, 30, 5).standing, refused);
+        }
+        let held = Standing::Holding {
+            worker_id: 4,
+            fence_ms: 31,
+        };
+        assert_eq!(
+            decide(Mode::Auto, &held, over(), 2, 30, 5).standing,
+            Standing::Refused(Refusal::Lost { worker_id: 4 })
+        );
     }
 
     #[test]

@@ -38,7 +38,11 @@ pub struct Info {
     last_renewal_ms: u64,
     failing: bool,
     other_lease_ends_ms: u64,
-    /// The other holder (a conflict), else the registry's or libpq's last error.
+    /// Over the role's quota: how many live leases the role holds, and how many it may.
+    quota_held: u32,
+    quota_max: u32,
+    /// The other holder (a conflict), the role's leases (over its quota), else the registry's
+    /// or libpq's last error.
     text_len: usize,
     text: [u8; TEXT],
 }
@@ -53,6 +57,8 @@ impl Default for Info {
             last_renewal_ms: 0,
             failing: false,
             other_lease_ends_ms: 0,
+            quota_held: 0,
+            quota_max: 0,
             text_len: 0,
             text: [0; TEXT],
         }
@@ -69,6 +75,7 @@ const CONFLICT: u8 = 3;
 const EXHAUSTED: u8 = 4;
 const LOST: u8 = 5;
 const NEVER_VERIFIED: u8 = 6;
+const OVER_QUOTA: u8 = 7;
 
 impl Info {
     fn text(&self) -> String {
@@ -101,6 +108,12 @@ impl Info {
                 worker_id: self.worker_id,
             }),
             NEVER_VERIFIED => Standing::Refused(Refusal::NeverVerified),
+            OVER_QUOTA => Standing::Refused(Refusal::OverQuota {
+                held: self.quota_held,
+                quota: self.quota_max,
+                holding: self.text(),
+                first_ends_ms: self.other_lease_ends_ms,
+            }),
             _ => Standing::Pending,
         }
     }
@@ -424,6 +437,7 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
             Refusal::Exhausted => (EXHAUSTED, 0, NOTHING),
             Refusal::Lost { worker_id } => (LOST, *worker_id, NOTHING),
             Refusal::NeverVerified => (NEVER_VERIFIED, 0, NOTHING),
+            Refusal::OverQuota { .. } => (OVER_QUOTA, 0, NOTHING),
         },
     };
     // The permit changes under the lock, so that a backend that finds it closed and then
@@ -436,6 +450,18 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
     // In a conflict the text names the other holder (the status view shows no error then).
     if let Standing::Refused(Refusal::Conflict { other, .. }) = standing {
         info.set_text(other);
+    }
+    if let Standing::Refused(Refusal::OverQuota {
+        held,
+        quota,
+        holding,
+        first_ends_ms,
+    }) = standing
+    {
+        info.quota_held = *held;
+        info.quota_max = *quota;
+        info.other_lease_ends_ms = *first_ends_ms;
+        info.set_text(holding);
     }
     if code == HOLDING {
         LEASED_WORKER
@@ -526,5 +552,9 @@ pub fn refusal_text(refusal: &Refusal) -> String {
             format!("the lease of worker id {worker_id} went to another server after it ended")
         }
         Refusal::NeverVerified => "the registry has not confirmed this server's worker id".into(),
+        Refusal::OverQuota { held, quota, .. } => format!(
+            "this server's registry role holds {held} live lease{} already, all its quota allows ({quota})",
+            if *held == 1 { "" } else { "s" }
+        ),
     }
 }

@@ -107,7 +107,7 @@ impl Registry {
             claim.fence_ms.map(|f| f.to_string()), // NULL: not fenced
         ];
         let result = self.call(
-            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint)",
+            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint)",
             &params,
             stop,
             read_result,
@@ -417,6 +417,13 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
         Some("held") => grant(How::Held),
         Some("claimed") => grant(How::Claimed),
         Some("taken_over") => grant(How::TakenOver),
+        Some("resumed") => grant(How::Resumed),
+        Some("over_quota") => Ok(Answer::OverQuota {
+            held: number(9) as u32,
+            quota: number(10) as u32,
+            holding: text(6).unwrap_or_default(),
+            first_ends_ms: number(7),
+        }),
         Some("conflict") => Ok(Answer::Conflict {
             worker_id: worker()?,
             other: text(6).unwrap_or_else(|| "another server".into()),

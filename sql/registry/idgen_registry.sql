@@ -48,17 +48,19 @@ CREATE TABLE idgen_registry.lease (
     worker_id           integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 1023),
     -- The holder's PostgreSQL system identifier, which a primary, its physical standbys and
     -- its copies share (with holder_run, it names one running server).
-    holder              text NOT NULL CHECK (holder ~ '^[0-9]{1,20}$'),
+    -- NULL: never leased (the table has a row for each of the 1,024 ids from the start, so that
+    -- a claim locks rows, never the table).
+    holder              text CHECK (holder ~ '^[0-9]{1,20}$'),
     -- cluster_name@host, for people.
-    holder_name         text NOT NULL,
+    holder_name         text,
     -- The registry role that claimed it: another role cannot renew it by naming the holder.
-    holder_role         name NOT NULL,
+    holder_role         name,
     -- The holder's run: a random number the server draws each time its postmaster starts, so
     -- that two running copies of one server (a base backup started as a second primary, a
     -- promoted standby beside its live primary) are two holders, not one. NULL: the run that
     -- held it released it at a clean shutdown.
     holder_run          text CHECK (holder_run ~ '^[0-9]{1,20}$'),
-    lease_ends_ms       bigint NOT NULL,
+    lease_ends_ms       bigint NOT NULL DEFAULT 0,
     -- The highest durable horizon any holder of this id recorded (Unix ms): ids of this worker
     -- id were issued only at or below it, or before predecessor_ends_ms.
     last_horizon_ms     bigint NOT NULL DEFAULT 0,
@@ -71,33 +73,73 @@ CREATE TABLE idgen_registry.lease (
     -- The highest fence any earlier holder reported (0: none, or none fenced): not only the
     -- last holder's, as a holder whose clock ran ahead may have issued past later fences.
     predecessor_fence_ms bigint NOT NULL DEFAULT 0,
-    claimed_at          timestamptz NOT NULL,
-    renewed_at          timestamptz NOT NULL
+    claimed_at          timestamptz,
+    renewed_at          timestamptz,
+    CHECK ((holder IS NULL) = (holder_role IS NULL) AND (holder IS NULL) = (holder_name IS NULL))
 );
 REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
+INSERT INTO idgen_registry.lease (worker_id) SELECT g FROM pg_catalog.generate_series(0, 1023) AS g;
+
+-- How many live leases each registry role may hold at once (the servers that connect as it):
+-- one where the role has no row. The owner sets more, e.g. 2 for the role an HA pair shares,
+-- so that a standby promoted after its primary crashed need not wait for the primary's lease:
+--   INSERT INTO idgen_registry.quota VALUES ('idgen_pair', 2)
+--       ON CONFLICT (role) DO UPDATE SET max_ids = excluded.max_ids;
+-- A claim adds the row of a role that has none (with the default); its lock is what makes one
+-- role's claims of new ids wait for each other, and only for each other.
+CREATE TABLE idgen_registry.quota (
+    role    name PRIMARY KEY,
+    max_ids integer NOT NULL DEFAULT 1 CHECK (max_ids BETWEEN 0 AND 1024)
+);
+REVOKE ALL ON TABLE idgen_registry.quota FROM PUBLIC;
+
+-- claim()'s answer when another run holds the id: who it is, and when its lease ends.
+CREATE FUNCTION idgen_registry._conflict(row_ idgen_registry.lease, p_holder text, who name, now_ms bigint)
+RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
+               predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
+               other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $conflict$
+    SELECT 'conflict'::text, row_.worker_id, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+        row_.holder_name || ' (system identifier ' || row_.holder || ', registry role ' || row_.holder_role
+            || CASE WHEN row_.holder = p_holder AND row_.holder_role = who
+               THEN ', another run of this server: a copy of it started beside it, a promoted standby '
+                    'beside its primary, or the run before a crash, whose lease has not ended'
+               ELSE '' END || ')',
+        row_.lease_ends_ms, now_ms, NULL::integer, NULL::integer
+$conflict$;
+REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name, bigint) FROM PUBLIC;
 
 -- Claims or renews a lease for run p_run of holder p_holder: the fixed id p_worker_id, or (NULL)
--- any id: one this run holds already, else one this holder's last run released, else one never
--- leased, else the fenced one whose lease ended longest ago. A lease is a run's: another run of
+-- any id: one this run holds already, else this server's own from an earlier run, else one
+-- never leased, else the fenced one whose lease ended longest ago. A lease is a run's: another run of
 -- the same server (a copy of it, a promoted standby, a start after a crash) takes it only once
 -- it has ended or was released, as any other server would. p_fence_ms: the claimant's fence
 -- if this claim succeeds (NULL: unfenced). p_horizon_ms: its durable horizon. Returns one row:
 --   outcome 'held'        this run had it (a renewal)
 --           'claimed'     a never-leased id
---           'taken_over'  an id whose last lease has ended or was released
+--           'resumed'     an id an earlier run of this server held, whose lease has ended or
+--                         was released (a restart)
+--           'taken_over'  an id another server held, whose lease has ended or was released
 --           'conflict'    p_worker_id is held by another run (other_*), or by this holder
 --                         through another registry role
+--           'over_quota'  the caller's registry role holds role_leases live leases already, its
+--                         role_quota (idgen_registry.quota); other_holder_name lists them and
+--                         other_lease_ends_ms is when the first ends
 --           'exhausted'   no id is free (auto only)
 --   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
 --   now stands.
--- Callers run it in its own transaction (autocommit): the table lock it takes lasts until the
--- caller commits, and lock_timeout keeps a member that holds it open from hanging the others.
+-- It locks rows, never the table, and only rows the caller may take: its own, one it found
+-- free, and its role's quota row. A caller that keeps its transaction open holds those, so
+-- other claims pass over a free row it locked (SKIP LOCKED), and only its own role's claims and
+-- claims of that very id wait for it (at most lock_timeout, 2 s, then they fail and are retried).
 CREATE FUNCTION idgen_registry.claim(
     p_holder text, p_run text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
     p_horizon_ms bigint, p_fence_ms bigint)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
-               other_lease_ends_ms bigint, registry_now_ms bigint)
+               other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '2s'
@@ -107,6 +149,10 @@ DECLARE
     who name := pg_catalog.session_user();
     row_ idgen_registry.lease%ROWTYPE;
     id integer;
+    allowed integer;
+    held integer;
+    first_end bigint;
+    holding text;
 BEGIN
     IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
         RAISE EXCEPTION 'invalid holder %: a PostgreSQL system identifier is expected', p_holder
@@ -135,89 +181,111 @@ BEGIN
         RAISE EXCEPTION 'worker id % is out of range 0..1023', p_worker_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- One claim at a time: picking a free id must not race another claim. Readers of the
-    -- holders view are not blocked (EXCLUSIVE allows ACCESS SHARE).
-    LOCK TABLE idgen_registry.lease IN EXCLUSIVE MODE;
+    -- 1. A renewal of this run's own lease. Only this run's own calls lock its row.
+    SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
+     WHERE l.holder = p_holder AND l.holder_role = who AND l.holder_run = p_run
+       AND (p_worker_id IS NULL OR l.worker_id = p_worker_id)
+     ORDER BY l.worker_id LIMIT 1;
+    IF FOUND THEN
+        SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id FOR UPDATE;
+        IF row_.holder = p_holder AND row_.holder_role = who AND row_.holder_run = p_run THEN
+            UPDATE idgen_registry.lease AS l
+               SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + p_lease_ms),
+                   last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
+                   fence_ms = CASE WHEN p_fence_ms IS NULL THEN NULL
+                                   ELSE GREATEST(coalesce(l.fence_ms, 0), p_fence_ms) END,
+                   holder_name = p_holder_name, renewed_at = pg_catalog.now()
+             WHERE l.worker_id = id
+            RETURNING * INTO row_;
+            RETURN QUERY SELECT 'held'::text, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
+                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
+            RETURN;
+        END IF;
+    END IF;
 
+    -- 2. A fixed id another run holds: a conflict, seen without taking a lock, so that no claim
+    -- of someone else's live lease ever holds that lease's row.
+    IF p_worker_id IS NOT NULL THEN
+        SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = p_worker_id;
+        IF row_.holder IS NOT NULL AND (row_.lease_ends_ms >= now_ms
+                                        OR (row_.holder = p_holder AND row_.holder_role <> who)) THEN
+            RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
+            RETURN;
+        END IF;
+    END IF;
+
+    -- 3. A new lease: at most the role's quota of live leases. The role's quota row is locked
+    -- until the caller commits: one role's claims of new ids wait for each other (lock_timeout),
+    -- never for another role's.
+    INSERT INTO idgen_registry.quota AS q (role) VALUES (who) ON CONFLICT (role) DO NOTHING;
+    SELECT q.max_ids INTO allowed FROM idgen_registry.quota AS q WHERE q.role = who FOR UPDATE;
+    SELECT count(*), min(l.lease_ends_ms),
+           pg_catalog.string_agg(l.holder_name || ' (worker id ' || l.worker_id || ')', ', ' ORDER BY l.worker_id)
+      INTO held, first_end, holding
+      FROM idgen_registry.lease AS l
+     WHERE l.holder_role = who AND l.holder_run IS NOT NULL AND l.lease_ends_ms >= now_ms;
+    IF held >= allowed THEN
+        RETURN QUERY SELECT 'over_quota'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, holding, first_end, now_ms, held, allowed;
+        RETURN;
+    END IF;
+
+    -- 4. The id: the fixed one, or the first free one: this server's own from an earlier run
+    -- (released, or its lease ended), else
+    -- one never leased, else the fenced one whose lease ended longest ago (an unfenced, fixed-id
+    -- holder may still be issuing; a holder's id under another role is that role's to take).
+    -- SKIP LOCKED passes over a row that another claim holds locked, for as long as its caller
+    -- keeps its transaction open.
     IF p_worker_id IS NULL THEN
         SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
-         WHERE l.holder = p_holder AND l.holder_role = who AND l.holder_run = p_run
-         ORDER BY l.worker_id LIMIT 1;
+         WHERE l.holder = p_holder AND l.holder_role = who AND l.fence_ms IS NOT NULL
+           AND (l.holder_run IS NULL OR l.lease_ends_ms < now_ms)
+         ORDER BY l.worker_id LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            -- A clean restart takes back the id its last run released.
-            SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
-             WHERE l.holder = p_holder AND l.holder_role = who AND l.holder_run IS NULL
-               AND l.fence_ms IS NOT NULL
-             ORDER BY l.worker_id LIMIT 1;
+            SELECT l.worker_id INTO id FROM idgen_registry.lease AS l WHERE l.holder IS NULL
+             ORDER BY l.worker_id LIMIT 1 FOR UPDATE SKIP LOCKED;
         END IF;
         IF NOT FOUND THEN
-            SELECT g.i INTO id FROM pg_catalog.generate_series(0, 1023) AS g(i)
-             WHERE NOT EXISTS (SELECT FROM idgen_registry.lease AS l WHERE l.worker_id = g.i)
-             ORDER BY g.i LIMIT 1;
-        END IF;
-        IF NOT FOUND THEN
-            -- Only fenced leases: an unfenced (fixed-id) holder may still be issuing. Not one of
-            -- this holder's under another role (only that role may take it).
             SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
              WHERE l.lease_ends_ms < now_ms AND l.fence_ms IS NOT NULL
                AND (l.holder <> p_holder OR l.holder_role = who)
-             ORDER BY l.lease_ends_ms, l.worker_id LIMIT 1;
+             ORDER BY l.lease_ends_ms, l.worker_id LIMIT 1 FOR UPDATE SKIP LOCKED;
         END IF;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'exhausted'::text, NULL::integer, NULL::bigint, NULL::bigint,
-                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms;
+                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
             RETURN;
         END IF;
     ELSE
         id := p_worker_id;
     END IF;
 
-    SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id;
-    IF NOT FOUND THEN
-        INSERT INTO idgen_registry.lease AS l (worker_id, holder, holder_name, holder_role, holder_run,
-                lease_ends_ms, last_horizon_ms, predecessor_ends_ms, fence_ms, claimed_at, renewed_at)
-        VALUES (id, p_holder, p_holder_name, who, p_run, now_ms + p_lease_ms,
-                GREATEST(coalesce(p_horizon_ms, 0), 0), 0, p_fence_ms, pg_catalog.now(), pg_catalog.now())
-        RETURNING * INTO row_;
+    -- 5. Decided on the row locked, as it now stands.
+    SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id FOR UPDATE;
+    IF row_.holder IS NULL THEN
         outcome := 'claimed';
-    ELSIF row_.holder = p_holder AND row_.holder_role = who AND row_.holder_run = p_run THEN
-        UPDATE idgen_registry.lease AS l
-           SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + p_lease_ms),
-               last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
-               fence_ms = CASE WHEN p_fence_ms IS NULL THEN NULL
-                               ELSE GREATEST(coalesce(l.fence_ms, 0), p_fence_ms) END,
-               holder_name = p_holder_name, renewed_at = pg_catalog.now()
-         WHERE l.worker_id = id
-        RETURNING * INTO row_;
-        outcome := 'held';
     ELSIF row_.lease_ends_ms >= now_ms
           OR (row_.holder = p_holder AND row_.holder_role <> who)
           OR (row_.fence_ms IS NULL AND p_worker_id IS NULL) THEN
-        -- A live lease of another run (of another server, or of this one: a copy of it, a
-        -- promoted standby beside its primary, a run before a crash); or this holder's through
-        -- another role, which only that role may take.
-        RETURN QUERY SELECT 'conflict'::text, id, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
-            row_.holder_name || ' (system identifier ' || row_.holder || ', registry role '
-                || row_.holder_role || CASE WHEN row_.holder = p_holder AND row_.holder_role = who
-                THEN ', another run of this server: a copy of it started beside it, a promoted standby '
-                     'beside its primary, or the run before a crash, whose lease has not ended'
-                ELSE '' END || ')', row_.lease_ends_ms, now_ms;
+        RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
         RETURN;
+    ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
+        outcome := 'resumed';
     ELSE
-        UPDATE idgen_registry.lease AS l
-           SET holder = p_holder, holder_name = p_holder_name, holder_role = who, holder_run = p_run,
-               predecessor_ends_ms = GREATEST(l.predecessor_ends_ms, l.lease_ends_ms),
-               predecessor_fence_ms = GREATEST(l.predecessor_fence_ms, coalesce(l.fence_ms, 0)),
-               fence_ms = p_fence_ms,
-               lease_ends_ms = now_ms + p_lease_ms,
-               last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
-               claimed_at = pg_catalog.now(), renewed_at = pg_catalog.now()
-         WHERE l.worker_id = id
-        RETURNING * INTO row_;
         outcome := 'taken_over';
     END IF;
+    UPDATE idgen_registry.lease AS l
+       SET holder = p_holder, holder_name = p_holder_name, holder_role = who, holder_run = p_run,
+           predecessor_ends_ms = GREATEST(l.predecessor_ends_ms, l.lease_ends_ms),
+           predecessor_fence_ms = GREATEST(l.predecessor_fence_ms, coalesce(l.fence_ms, 0)),
+           fence_ms = p_fence_ms,
+           lease_ends_ms = now_ms + p_lease_ms,
+           last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
+           claimed_at = pg_catalog.now(), renewed_at = pg_catalog.now()
+     WHERE l.worker_id = id
+    RETURNING * INTO row_;
     RETURN QUERY SELECT outcome, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
-        row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms;
+        row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
 END
 $claim$;
 REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint) FROM PUBLIC;
@@ -279,7 +347,7 @@ BEGIN
     UPDATE idgen_registry.lease AS l
        SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),
            fence_ms = coalesce(l.fence_ms, 0), renewed_at = pg_catalog.now()
-     WHERE l.worker_id = p_worker_id
+     WHERE l.worker_id = p_worker_id AND l.holder IS NOT NULL
     RETURNING l.holder_name || ' (system identifier ' || l.holder || ', registry role ' || l.holder_role || ')'
       INTO freed;
     IF NOT FOUND THEN
@@ -300,7 +368,8 @@ SELECT l.worker_id, l.holder, l.holder_name, l.holder_role,
        l.holder_run IS NULL AS released,
        CASE WHEN l.last_horizon_ms > 0 THEN pg_catalog.to_timestamp(l.last_horizon_ms / 1000.0) END AS last_horizon,
        l.claimed_at, l.renewed_at
-  FROM idgen_registry.lease AS l;
+  FROM idgen_registry.lease AS l
+ WHERE l.holder IS NOT NULL;
 REVOKE ALL ON TABLE idgen_registry.holders FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry.holders TO idgen_fleet;
 

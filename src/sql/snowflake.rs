@@ -108,6 +108,10 @@ pub(crate) fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .detail("With idgen.worker_id = auto, each server leases one of the 1,024 worker ids. An automatic lease that nobody renews is free once it ends; an id once held as a fixed worker id is never given to an automatic claim, as its server may still be issuing, until the registry's owner frees it.")
             .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
+        Refusal::OverQuota { holding, first_ends_ms, .. } => e
+            .detail(format!("Its live leases: {holding}; the first ends at {}. The registry's owner allows each registry role a number of live leases at once (one unless idgen_registry.quota says more), so that no member can take the ids the others need.", timestamp_of_unix_ms(*first_ends_ms)))
+            .hint("Give this server a registry role of its own, or, where one role is meant to hold more (an HA pair, whose promoted standby takes an id while its crashed primary's lease runs out), have the registry's owner raise it in idgen_registry.quota. This server keeps asking, and issues ids once the role holds fewer.")
+            .raise(),
         Refusal::Lost { .. } => e
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
             .hint("Restart this server: it claims a worker id again (with auto, a free one).")
@@ -335,6 +339,7 @@ fn idgen_lease_status() -> TableIterator<
         Standing::Refused(Refusal::Exhausted) => ("exhausted", None),
         Standing::Refused(Refusal::Lost { worker_id }) => ("lost", Some(*worker_id)),
         Standing::Refused(Refusal::NeverVerified) => ("never verified", None),
+        Standing::Refused(Refusal::OverQuota { .. }) => ("over quota", None),
     };
     let (id, source) = match mode {
         Some(Mode::Fixed(fixed)) => (Some(fixed), "setting"),
@@ -353,7 +358,10 @@ fn idgen_lease_status() -> TableIterator<
         reachable.then_some(!v.failing),
         (!v.text.is_empty()
             && v.failing
-            && !matches!(v.standing, Standing::Refused(Refusal::Conflict { .. })))
+            && !matches!(
+                v.standing,
+                Standing::Refused(Refusal::Conflict { .. } | Refusal::OverQuota { .. })
+            ))
         .then(|| v.text.clone()),
     ))
 }
