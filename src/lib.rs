@@ -1,10 +1,16 @@
 //! idgen: Snowflake ids, time-ordered UUID v7 and base62 codes, generated inside PostgreSQL.
 //!
-//! The pure core (`snowflake`, `horizon`, `uuid7`, `base62`, `key_file`) knows nothing of Postgres and is tested with plain
-//! `cargo test`; `settings`, `shared`, `clock`, `horizon_store`, `errors` and `sql` are the thin
-//! pgrx layer. `horizon_store` keeps the durable horizon (WAL, synchronous standbys, the file,
-//! replay); the modules depend on one another in one direction only:
-//! sql → horizon_store → shared → settings, and all of them on the pure core.
+//! Three floors, imports running down only:
+//! - the SQL-callable functions (`sql`), thin;
+//! - the Postgres layer: `settings`, `shared` (shared memory), `clock`, `errors`,
+//!   `horizon_store` (the durable horizon: WAL, synchronous standbys, the file, replay),
+//!   `registry` (the lease worker) and `registry_client` (libpq); within it,
+//!   horizon_store and registry → shared → settings, and registry → registry_client;
+//! - the pure core (`snowflake`, `horizon`, `uuid7`, `base62`, `key_file`, `lease`), which knows
+//!   nothing of Postgres and is tested with plain `cargo test`, property tests and loom.
+//!
+//! The registry answers snowflake_next() with a permit or where the lease stands; the refusal
+//! is raised in `sql`, so nothing below it imports it.
 
 mod base62;
 mod horizon;

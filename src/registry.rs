@@ -206,9 +206,10 @@ pub struct Permit {
     pub fence_ms: u64,
 }
 
-/// For snowflake_next(): the fast path is one atomic read (two for automatic ids).
-#[track_caller]
-pub fn permit(mode: Mode) -> Permit {
+/// For snowflake_next(): the fast path is one atomic read (two for automatic ids). Err: no id
+/// may be issued now, and where the lease stands (the caller raises the refusal: this layer
+/// knows nothing of the SQL functions).
+pub fn permit(mode: Mode) -> Result<Permit, View> {
     let mut waited = 0;
     loop {
         let fence_ms = PERMIT.get().load(Ordering::Acquire);
@@ -217,14 +218,14 @@ pub fn permit(mode: Mode) -> Permit {
                 Mode::Fixed(id) => id,
                 Mode::Auto => LEASED_WORKER.get().load(Ordering::Relaxed) as u16,
             };
-            return Permit {
+            return Ok(Permit {
                 worker_id,
                 fence_ms,
-            };
+            });
         }
         let info = *INFO.share();
         if info.standing != PENDING || waited >= FIRST_CLAIM_WAIT_MS {
-            crate::sql::snowflake::raise_refused(mode, &info_view(&info));
+            return Err(info_view(&info));
         }
         // The server has just started and the worker's first claim is on its way.
         unsafe { pg_sys::pg_usleep(10_000) };

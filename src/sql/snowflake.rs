@@ -36,7 +36,7 @@ fn snowflake_next() -> i64 {
             .raise();
     }
     let permit = if registry::configured() {
-        registry::permit(mode)
+        registry::permit(mode).unwrap_or_else(|view| raise_refused(mode, &view))
     } else if mode == Mode::Auto {
         raise_auto_without_registry()
     } else {
@@ -87,7 +87,7 @@ fn raise_lease_ended(permit: &Permit, view: &registry::View) -> ! {
 
 /// snowflake_next() issues nothing: the registry refused, or never answered.
 #[track_caller]
-pub(crate) fn raise_refused(mode: Mode, view: &registry::View) -> ! {
+fn raise_refused(mode: Mode, view: &registry::View) -> ! {
     let Standing::Refused(refusal) = &view.standing else {
         error(errors::NOT_IN_PREREQUISITE_STATE, "snowflake_next() refuses to run: the lease worker has not heard from the registry yet")
             .detail(format!("The registry (idgen.registry) has not answered the first claim of this server's worker id. {}", view.text))
