@@ -29,14 +29,14 @@ DEFAULT_MAJOR, NEWEST_MAJOR = 15, 18
 # every version, and says which with @pytest.mark.version_specific("name", ...).
 VERSION_PATHS = {
     "guc": "the idgen.* settings' check and assign hooks, and their memory (malloc() up to 15, "
-           "guc_malloc() from 16: src/settings.rs)",
+           "guc_malloc() from 16: src/pg/settings.rs)",
     "shmem": "shared memory and its LWLock and condition variable (the shmem request hook, 15+: "
-             "src/shared.rs)",
+             "src/pg/shared.rs)",
     "wal": "the horizon's WAL record and custom resource manager, redo, crash recovery, "
-           "pg_walinspect and pg_waldump (src/horizon_store.rs)",
+           "pg_walinspect and pg_waldump (src/pg/horizon_store.rs)",
     "syncrep": "waiting for synchronous standbys before ids past a horizon are handed out",
     "bgworker": "the lease worker: a background worker with libpq, signals and restarts "
-                "(src/registry.rs, src/registry_client.rs); the relocatable builds' own libpq",
+                "(src/pg/registry.rs, src/pg/registry_client.rs); the relocatable builds' own libpq",
     "replication": "streaming replication, promotion and pg_rewind as the server version does them",
     "pg_stat_io": "the study's I/O counters (pg_statio_* on 15, pg_stat_io from 16)",
     "core_uuidv7": "18's own uuidv7() and uuid_extract_timestamp(), which idgen's pg18 build leaves to core",

@@ -1,65 +1,120 @@
-"""The house's floors, as src/lib.rs draws them: the SQL-callable functions (src/sql/) over the
-Postgres layer over the pure core, imports running down only and no circle within a floor. Read
-from the sources (every `crate::module` a file names), no server: a core file that names pgrx,
-or a Postgres-layer file that reaches up into src/sql/, fails here."""
+"""The house's floors, as src/lib.rs draws them, each a folder: the SQL-callable functions
+(src/sql/) over the Postgres layer (src/pg/) over the pure core (src/core/, the crate
+idgen_core), imports running down only and no circle among the modules. The compiler keeps the
+core pure (its crate has no pgrx to import: the Cargo.lock walk below proves it has none, even
+indirectly); these tests keep the rest, from the sources, with no server."""
 
 import glob
 import os
 import re
+import tomllib
 
 from conftest import ROOT
 
-CORE = {"snowflake", "horizon", "uuid7", "base62", "key_file", "lease"}
-POSTGRES = {"settings", "shared", "clock", "errors", "horizon_store", "registry", "registry_client"}
-SQL = {"sql"}
-FLOOR = {**{m: 0 for m in CORE}, **{m: 1 for m in POSTGRES}, **{m: 2 for m in SQL}}
-NAMES = ("core", "Postgres layer", "SQL functions")
+FLOORS = ("core", "Postgres layer", "SQL functions")
+FOLDERS = {"core/src": 0, "pg": 1, "sql": 2}
 
 
 def module_of(path):
-    """The top-level module a source file belongs to (src/snowflake/tests.rs: snowflake)."""
-    rel = os.path.relpath(path, os.path.join(ROOT, "src"))
-    return rel.split(os.sep)[0].removesuffix(".rs")
+    """(floor, module) of a source file: src/core/src/snowflake/tests.rs is (0, 'snowflake'),
+    src/pg/registry.rs (1, 'pg::registry'), src/sql/uuid7.rs (2, 'sql')."""
+    rel = os.path.relpath(path, os.path.join(ROOT, "src")).replace(os.sep, "/")
+    for folder, floor in FOLDERS.items():
+        if rel.startswith(folder + "/"):
+            name = rel[len(folder) + 1:].split("/")[0].removesuffix(".rs")
+            if floor == 0:
+                return 0, name
+            if floor == 1:
+                return 1, f"pg::{name}"
+            return 2, "sql"
+    return None, rel
 
 
-def imports(text):
-    """The top-level modules a file names: `crate::x`, and each name in `crate::{x, y::z}`."""
+def imports(text, floor):
+    """The modules a file names, as (floor, module): `idgen_core::x` and, in the core,
+    `crate::x` are the core's; `crate::pg::x` the Postgres layer's; `crate::sql` the SQL
+    functions'. Grouped forms (`crate::pg::{a, b::c}`) count each name."""
     code = "\n".join(line.split("//")[0] for line in text.splitlines())
-    found = set(re.findall(r"\bcrate::(\w+)", code))
-    for group in re.findall(r"\bcrate::\{([^}]*)\}", code):
-        found.update(re.findall(r"(?:^|,)\s*(\w+)", group))
+    found = set()
+
+    def names(prefix):
+        single = set(re.findall(rf"\b{prefix}::(\w+)", code))
+        for group in re.findall(rf"\b{prefix}::\{{([^}}]*)\}}", code):
+            single.update(re.findall(r"(?:^|,)\s*(\w+)", group))
+        return single
+
+    for name in names("idgen_core"):
+        found.add((0, name))
+    if floor == 0:
+        for name in names("crate"):
+            found.add((0, name))
+        return found
+    for name in names(r"crate::pg"):
+        found.add((1, f"pg::{name}"))
+    if re.search(r"\bcrate::sql\b", code):
+        found.add((2, "sql"))
     return found
 
 
 def sources():
     for path in sorted(glob.glob(os.path.join(ROOT, "src", "**", "*.rs"), recursive=True)):
-        module = module_of(path)
-        if module in ("lib", "pg_tests"):
-            continue
-        with open(path) as f:
-            yield path, module, f.read()
-
-
-def test_every_source_file_belongs_to_a_floor():
-    assert {module for _, module, _ in sources()} <= set(FLOOR), "a module src/lib.rs's floors do not name"
-
-
-def test_imports_run_down_only_and_the_core_never_names_pgrx():
-    wrong = []
-    for path, module, text in sources():
         rel = os.path.relpath(path, ROOT)
-        if FLOOR[module] == 0 and re.search(r"\bpgrx\b|\bpg_sys\b", text):
+        if rel in ("src/lib.rs", "src/pg_tests.rs", "src/core/src/lib.rs", "src/pg/mod.rs"):
+            continue  # the wiring: it names every module of its floor
+        with open(path) as f:
+            yield rel, *module_of(path), f.read()
+
+
+def test_every_source_file_is_in_a_floors_folder():
+    stray = [rel for rel, floor, _, _ in sources() if floor is None]
+    assert not stray, f"source files outside src/core/src, src/pg and src/sql: {stray}"
+
+
+def test_imports_run_down_only_and_no_file_above_the_core_is_imported_by_it():
+    wrong = []
+    for rel, floor, module, text in sources():
+        if floor == 0 and re.search(r"\bpgrx\b|\bpg_sys\b", text):
             wrong.append(f"{rel}: the core names pgrx")
-        for other in imports(text) - {module}:
-            if other in FLOOR and FLOOR[other] > FLOOR[module]:
-                wrong.append(f"{rel} ({NAMES[FLOOR[module]]}) imports {other} ({NAMES[FLOOR[other]]})")
+        for other_floor, other in imports(text, floor):
+            if other_floor > floor:
+                wrong.append(f"{rel} ({FLOORS[floor]}) imports {other} ({FLOORS[other_floor]})")
     assert not wrong, "\n".join(wrong)
+
+
+def lock_packages():
+    with open(os.path.join(ROOT, "Cargo.lock"), "rb") as f:
+        return {p["name"]: p for p in tomllib.load(f)["package"]}
+
+
+def dependencies(name, packages):
+    """Every package `name` depends on, directly or not, as Cargo.lock resolved them."""
+    seen, todo = set(), [name]
+    while todo:
+        for dep in packages[todo.pop()].get("dependencies", []):
+            dep = dep.split(" ")[0]  # "name version" where two versions are locked
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_the_core_crate_cannot_reach_pgrx_or_the_extension():
+    with open(os.path.join(ROOT, "src", "core", "Cargo.toml"), "rb") as f:
+        manifest = tomllib.load(f)
+    assert manifest["package"]["name"] == "idgen-core"
+    reached = dependencies("idgen-core", lock_packages())
+    assert not {d for d in reached if d.startswith("pgrx") or d in ("idgen", "pq-sys")}, sorted(reached)
+    assert "siphasher" in reached  # the walk reads the lock: the core's own pins are found
+
+
+def test_the_extension_depends_on_the_core_crate():
+    assert "idgen-core" in dependencies("idgen", lock_packages())
 
 
 def test_no_circle_among_the_modules():
     graph = {}
-    for _, module, text in sources():
-        graph.setdefault(module, set()).update(m for m in imports(text) - {module} if m in FLOOR)
+    for _, floor, module, text in sources():
+        graph.setdefault(module, set()).update(m for _, m in imports(text, floor) if m != module)
     circles = []
 
     def visit(node, path):
@@ -74,5 +129,7 @@ def test_no_circle_among_the_modules():
 
 
 def test_the_reader_sees_grouped_and_plain_imports():
-    assert imports("use crate::{clock, settings::x, shared};\nlet a = crate::sql::f(); // crate::errors") == {
-        "clock", "settings", "shared", "sql"}
+    text = "use crate::pg::{clock, settings::x};\nuse idgen_core::{lease, snowflake::Y};\n" \
+           "let a = crate::sql::f(); // crate::pg::errors"
+    assert imports(text, 1) == {(1, "pg::clock"), (1, "pg::settings"), (0, "lease"), (0, "snowflake"), (2, "sql")}
+    assert imports("use crate::snowflake::MAX_WORKER_ID;", 0) == {(0, "snowflake")}

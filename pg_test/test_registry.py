@@ -232,7 +232,7 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
     a minute ahead, so its fence lies past B's: C, taking the id from B, must still be told A's
     fence, the highest any earlier holder reported (with the last holder's alone, C resumed
     below ids A may have issued). Why that is enough, for any clocks: the property test
-    a_third_holder_resumes_above_a_fast_clocked_first_one in src/lease.rs."""
+    a_third_holder_resumes_above_a_fast_clocked_first_one in src/core/src/lease.rs."""
     now = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
     def claim(role, holder, fence_ahead_ms):

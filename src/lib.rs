@@ -1,31 +1,18 @@
 //! idgen: Snowflake ids, time-ordered UUID v7 and base62 codes, generated inside PostgreSQL.
 //!
-//! Three floors, imports running down only:
-//! - the SQL-callable functions (`sql`), thin;
-//! - the Postgres layer: `settings`, `shared` (shared memory), `clock`, `errors`,
-//!   `horizon_store` (the durable horizon: WAL, synchronous standbys, the file, replay),
-//!   `registry` (the lease worker) and `registry_client` (libpq); within it,
-//!   horizon_store and registry → shared → settings, and registry → registry_client;
-//! - the pure core (`snowflake`, `horizon`, `uuid7`, `base62`, `key_file`, `lease`), which knows
-//!   nothing of Postgres and is tested with plain `cargo test`, property tests and loom.
+//! Three floors, each in a folder of its own, imports running down only:
+//! - `src/sql/`: the SQL-callable functions (`#[pg_extern]`), thin: they read settings and
+//!   shared state, call the core, and turn its errors into PostgreSQL errors;
+//! - `src/pg/`: the Postgres layer: settings, shared memory, the clock, errors, the durable
+//!   horizon (WAL, synchronous standbys, the file, replay), the lease worker and its libpq
+//!   client (`pg/mod.rs` draws its inner order);
+//! - `src/core/`: the pure core, the crate `idgen_core` (snowflake, horizon, uuid7, base62,
+//!   key_file, lease). It has no pgrx in its Cargo.toml, so the build refuses a core file that
+//!   names pgrx; it is tested with `cargo test -p idgen-core`, property tests and loom.
 //!
-//! The registry answers snowflake_next() with a permit or where the lease stands; the refusal
-//! is raised in `sql`, so nothing below it imports it.
+//! pg_test/test_layers.py fails on an import that runs up a floor and on any circle.
 
-mod base62;
-mod horizon;
-mod key_file;
-mod lease;
-mod snowflake;
-mod uuid7;
-
-mod clock;
-mod errors;
-mod horizon_store;
-mod registry;
-mod registry_client;
-mod settings;
-mod shared;
+mod pg;
 mod sql;
 
 pgrx::pg_module_magic!(name, version);
@@ -33,11 +20,11 @@ pgrx::pg_module_magic!(name, version);
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     let preloading = unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress };
-    settings::register(preloading);
+    pg::settings::register(preloading);
     if preloading {
-        shared::init();
-        horizon_store::init();
-        registry::init();
+        pg::shared::init();
+        pg::horizon_store::init();
+        pg::registry::init();
     }
 }
 

@@ -3,9 +3,9 @@
 //! All but the keyed forms are IMMUTABLE STRICT PARALLEL SAFE: the result depends only on the
 //! arguments. The keyed forms read the key named by idgen.base62_key_file, so they are STABLE.
 
-use crate::base62::{self, Alphabet, Permutation, DEFAULT_ALPHABET};
-use crate::errors::{self, error};
-use crate::settings;
+use crate::pg::errors::{self, error};
+use crate::pg::settings;
+use idgen_core::base62::{self, Alphabet, Permutation, DEFAULT_ALPHABET};
 use pgrx::prelude::*;
 use pgrx::Uuid;
 use std::cell::RefCell;

@@ -5,7 +5,7 @@ pub mod base62;
 pub mod snowflake;
 pub mod uuid7;
 
-use crate::errors::{self, error};
+use crate::pg::errors::{self, error};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 

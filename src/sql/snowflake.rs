@@ -6,13 +6,13 @@
 //! generated columns and partition bounds. All are PARALLEL SAFE: parallel workers share the
 //! generator's shared memory and the postmaster-fixed worker id.
 
-use crate::errors::{self, error};
-use crate::horizon_store::{self, HORIZON_FILE};
-use crate::lease::{Mode, Refusal, Standing};
-use crate::registry::{self, Permit};
-use crate::snowflake::{self as sf, Config, GenError, MAX_MILLIS};
+use crate::pg::errors::{self, error};
+use crate::pg::horizon_store::{self, HORIZON_FILE};
+use crate::pg::registry::{self, Permit};
+use crate::pg::{settings, shared};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
-use crate::{settings, shared};
+use idgen_core::lease::{Mode, Refusal, Standing};
+use idgen_core::snowflake::{self as sf, Config, GenError, MAX_MILLIS};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 

@@ -1,8 +1,9 @@
 //! uuid_v7() and its companions, and PostgreSQL 18's names for builds on 13-17.
 
-use crate::errors::{self, error};
+use crate::pg::errors::{self, error};
+use crate::pg::{clock, horizon_store, shared};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
-use crate::{clock, horizon_store, shared, snowflake, uuid7};
+use idgen_core::{snowflake, uuid7};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -13,7 +14,7 @@ thread_local! {
     static RNG: RefCell<uuid7::ForkSafeRng> = const { RefCell::new(uuid7::ForkSafeRng::new()) };
 }
 
-fn with_rng<T>(f: impl FnOnce(&mut rand_chacha::ChaCha12Rng) -> T) -> T {
+fn with_rng<T>(f: impl FnOnce(&mut uuid7::Rng) -> T) -> T {
     let pid = unsafe { pg_sys::MyProcPid } as u32;
     RNG.with_borrow_mut(|rng| f(rng.get(pid)))
 }

@@ -1,10 +1,10 @@
 //! Every idgen.* setting, its limits and who may change it.
 
-use crate::errors::{self, error};
-use crate::key_file;
-use crate::lease::{self, Mode};
-use crate::registry_client;
-use crate::snowflake::{self, TWITTER_EPOCH_MS};
+use crate::pg::errors::{self, error};
+use crate::pg::registry_client;
+use idgen_core::key_file;
+use idgen_core::lease::{self, Mode};
+use idgen_core::snowflake::{self, TWITTER_EPOCH_MS};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_guard;
 use pgrx::pg_sys;

@@ -6,9 +6,9 @@
 //! is the lease's fence, and the worker id sits beside it. Everything else (the standing, the
 //! registry's last error, the other holder) is read only on an error or by the status view.
 
-use crate::lease::{self, Mode, Refusal, Standing};
-use crate::registry_client::{Claim, Registry};
-use crate::{clock, settings, shared};
+use crate::pg::registry_client::{Claim, Registry};
+use crate::pg::{clock, settings, shared};
+use idgen_core::lease::{self, Mode, Refusal, Standing};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };

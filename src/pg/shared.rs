@@ -2,17 +2,24 @@
 //! about the horizon file, and the horizon writer's lock. What these mean and who writes them is
 //! `horizon_store.rs`'s business; this module only lays them out and hands them over.
 
-use crate::errors::{self, error};
-use crate::horizon::FILE as HORIZON_FILE;
-use crate::{settings, snowflake::SharedState};
+use crate::pg::errors::{self, error};
+use crate::pg::settings;
+use idgen_core::horizon::FILE as HORIZON_FILE;
+use idgen_core::snowflake::SharedState;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-// SAFETY: SharedState is plain atomics, no pointers: valid at any address in any process.
-unsafe impl PGRXSharedMemory for SharedState {}
+/// The core's generator state as it lies in shared memory. The core knows nothing of pgrx, so
+/// the promise pgrx asks for is made here, on a wrapper of our own.
+#[derive(Default)]
+#[repr(transparent)]
+struct Generator(SharedState);
 
-static SNOWFLAKE: PgAtomic<SharedState> = unsafe { PgAtomic::new(c"idgen_snowflake_state") };
+// SAFETY: SharedState is plain atomics, no pointers: valid at any address in any process.
+unsafe impl PGRXSharedMemory for Generator {}
+
+static SNOWFLAKE: PgAtomic<Generator> = unsafe { PgAtomic::new(c"idgen_snowflake_state") };
 /// Set when the horizon file could not be read: nothing that depends on the horizon runs.
 static HORIZON_DAMAGED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"idgen_horizon_damaged") };
 /// The epoch of a primary whose WAL this server replayed with another `idgen.epoch` of its own
@@ -61,7 +68,7 @@ pub fn in_recovery() -> bool {
 /// The generator state as it is, with no check: for the horizon's own bookkeeping (start-up,
 /// replay, shutdown) and for idgen_stats(), which reports on a damaged horizon too.
 pub fn snowflake_state() -> &'static SharedState {
-    SNOWFLAKE.get()
+    &SNOWFLAKE.get().0
 }
 
 pub fn uuid7_shared_word() -> &'static AtomicU64 {
@@ -100,7 +107,7 @@ pub fn snowflake(what: &str) -> &'static SharedState {
             .hint(format!("Set idgen.epoch = '{primary}' in postgresql.conf (as on the primary) and restart the server."))
             .raise();
     }
-    SNOWFLAKE.get()
+    &SNOWFLAKE.get().0
 }
 
 /// The one rule for a damaged horizon file: nothing that depends on the horizon runs until an
@@ -128,7 +135,7 @@ pub fn uuid7_horizon() -> Option<&'static SharedState> {
         return None;
     }
     check_horizon("uuid_v7()");
-    (!in_recovery()).then(|| SNOWFLAKE.get())
+    (!in_recovery()).then(|| &SNOWFLAKE.get().0)
 }
 
 /// The word that orders uuid_v7(): across the server when preloaded, within this backend

@@ -2,7 +2,7 @@
 //! (a partition, a stopped host) costs the lease worker a deadline, never a hang. Knows the
 //! registry's two calls, `idgen_registry.claim()` and `release()`, and nothing of shared memory.
 
-use crate::lease::{self, Answer, Grant, How};
+use idgen_core::lease::{self, Answer, Grant, How};
 use pq_sys as pq;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::ptr;
@@ -398,7 +398,7 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
     let worker = || -> Result<u16, Failure> {
         text(1)
             .and_then(|t| t.parse::<u16>().ok())
-            .filter(|w| *w <= crate::snowflake::MAX_WORKER_ID)
+            .filter(|w| *w <= idgen_core::snowflake::MAX_WORKER_ID)
             .ok_or_else(|| Failure::plain("the registry's claim() returned no valid worker id"))
     };
     let grant = |how| -> Result<Answer, Failure> {

@@ -133,6 +133,9 @@ pub fn raise_past(word: &AtomicU64, horizon_unix_ms: u64) {
     word.fetch_max(floor, Ordering::AcqRel);
 }
 
+/// The random stream of one process: ChaCha12, a CSPRNG.
+pub type Rng = ChaCha12Rng;
+
 /// A CSPRNG (ChaCha12, seeded from the operating system) that reseeds whenever the process id
 /// changes. State made before a fork — in the postmaster, say — is never shared by two
 /// processes: each draws its own seed the first time it is used.
@@ -149,7 +152,7 @@ impl ForkSafeRng {
         }
     }
 
-    pub fn get(&mut self, pid: u32) -> &mut ChaCha12Rng {
+    pub fn get(&mut self, pid: u32) -> &mut Rng {
         if self.owner != pid || self.rng.is_none() {
             self.owner = pid;
             self.rng = Some(ChaCha12Rng::from_entropy());

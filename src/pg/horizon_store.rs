@@ -12,9 +12,10 @@
 //! The generator's state machine and the file's format are in the pure core (`snowflake.rs`,
 //! `horizon.rs`); `clock.rs` only reads the clock; `shared.rs` lays out the shared memory.
 
-use crate::errors::{self, error};
-use crate::horizon::{self, Mark};
-use crate::{clock, settings, shared, snowflake, uuid7};
+use crate::pg::errors::{self, error};
+use crate::pg::{clock, settings, shared};
+use idgen_core::horizon::{self, Mark};
+use idgen_core::{snowflake, uuid7};
 use pgrx::pg_sys;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -265,8 +266,8 @@ fn replay(record: horizon::Record) {
 /// "a new horizon".
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
 mod wal {
-    use crate::horizon::Record;
-    use crate::settings;
+    use crate::pg::settings;
+    use idgen_core::horizon::Record;
     use pgrx::pg_sys;
     use pgrx::prelude::*;
     use std::ffi::CString;

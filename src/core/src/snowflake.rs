@@ -117,11 +117,11 @@ pub fn lowest_id_at(millis: u64) -> Result<i64, LayoutError> {
 
 /// The latest epoch accepted, in Unix ms (2038-01-19): every id under it still decodes to a
 /// PostgreSQL timestamp, and it is the bound the decoders' explicit-epoch forms accept too.
-pub(crate) const MAX_EPOCH_UNIX_MS: u64 = i32::MAX as u64 * 1000;
+pub const MAX_EPOCH_UNIX_MS: u64 = i32::MAX as u64 * 1000;
 
 /// Checks an epoch's range, not the clock: a clock before the epoch, or so far after it that
 /// the milliseconds overflow 41 bits, is reported by `next_id` when an id is asked for.
-pub(crate) fn check_epoch(epoch_unix_ms: u64) -> Result<u64, String> {
+pub fn check_epoch(epoch_unix_ms: u64) -> Result<u64, String> {
     if epoch_unix_ms > MAX_EPOCH_UNIX_MS {
         return Err(format!(
             "the epoch {epoch_unix_ms} is after {MAX_EPOCH_UNIX_MS} (2038-01-19), the latest accepted"
@@ -136,7 +136,7 @@ pub(crate) fn check_epoch(epoch_unix_ms: u64) -> Result<u64, String> {
 /// and every one that failed and had to be tried again. Counted per thread in tests only (the
 /// structural tests assert the design's bound on 2 cores, where rates hide contention); nothing
 /// at all in the extension.
-pub(crate) mod probe {
+pub mod probe {
     #[cfg(test)]
     thread_local! {
         static COUNTS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };

@@ -1,0 +1,15 @@
+//! The Postgres layer: what idgen keeps in the server, between the SQL-callable functions above
+//! (`src/sql/`) and the pure core below (the `idgen_core` crate, `src/core/`).
+//!
+//! Imports run down only, within the layer too: `horizon_store` and `registry` → `shared` →
+//! `settings`, and `registry` → `registry_client`; `clock` and `errors` are leaves. Nothing here
+//! imports `crate::sql`: where the registry refuses an id it says where the lease stands
+//! (`registry::View`), and the SQL function raises the error.
+
+pub mod clock;
+pub mod errors;
+pub mod horizon_store;
+pub mod registry;
+pub mod registry_client;
+pub mod settings;
+pub mod shared;
