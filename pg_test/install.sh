@@ -243,7 +243,8 @@ build_release() {
     git -C "$ROOT" archive "$commit" | tar -x -C "$src"
     # No link-time optimisation: the old release's code is what is tested, not its speed.
     (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/upgrade/target" CARGO_PROFILE_RELEASE_LTO=off \
-      CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$out.tmp" >/dev/null)
+      CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$out.tmp" >/dev/null) \
+      || die "building idgen $version for the upgrade test failed: see above"
     touch "$out.tmp/.built"
     chmod -R a+rX "$(dirname "$out")"
     rm -rf "$out" && mv "$out.tmp" "$out"
