@@ -1,4 +1,5 @@
 """The study's disorder axis against a live server: keys that reach the index out of order.
+A module of the study: run it with `benches/run --disorder 0,2,10,40` (benches/run --help).
 
 Each row is held for a random time between making its key and inserting it: a BEFORE INSERT
 trigger sleeps (exponentially distributed, mean = the window), so the key, made by the INSERT's

@@ -1,5 +1,6 @@
 """Keys that reach the index out of order: how far out of order they arrived, and what
 PostgreSQL's B-tree does with them. No database in here (tested in benches/test_nbtree_model.py).
+A module of the study's disorder axis (benches/run --disorder), not run on its own.
 
 The model replays an arrival order (each row's key rank, in the order the rows were inserted)
 into leaf pages that split as nbtree splits them (nbtsplitloc.c, _bt_findsplitloc):

@@ -1,4 +1,5 @@
-"""Connecting to the server under study, with errors a person can act on.
+"""Connecting to the server under study, with errors a person can act on. A module of
+benches/run, benches/speed and benches/portable, not run on its own.
 
 Uses the standard libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE), so the benchmarks
 run against any server with idgen preloaded.

@@ -1,5 +1,6 @@
-"""The study's outputs: results.csv, report.md and study.png. No database in here, so it is
-tested on its own (benches/test_report.py)."""
+"""The study's outputs: results.csv, report.md and study.png, written by benches/run (a module
+of it, not run on its own). No database in here, so it is tested on its own
+(benches/test_report.py)."""
 import csv
 import os
 

@@ -1,4 +1,5 @@
 """The fragmentation study against a live server: one measured run per strategy and client count.
+A module of the study: run it with `benches/run` (or `make run`, which starts a server first).
 
 For each run: a fresh table holding only its key index (autovacuum off), CHECKPOINT, the WAL
 position and counters, pgbench inserting exactly --rows rows in all, then the figures:

@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "benches"))
+sys.path.insert(0, os.path.join(HERE, "faults"))  # the fault schedule and its checker
 
 import cluster  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The fault schedule (benches/chaos.py) under `make test`: a short schedule with a fixed seed, one
+"""The fault schedule (pg_test/faults/chaos.py) under `make test`: a short schedule with a fixed seed, one
 with a random seed (printed, to replay it), and one with a bug planted that the checker must catch.
 Each starts its own six servers on this machine's loopback and stops them all at the end."""
 import argparse
@@ -47,7 +47,7 @@ def test_a_short_schedule_with_a_fixed_seed_hands_out_no_id_twice(tmp_path):
 
 def test_a_short_schedule_with_a_random_seed_hands_out_no_id_twice(tmp_path):
     seed = random.SystemRandom().randrange(1, 2**31)
-    print(f"chaos seed {seed}: replay with bash benches/chaos --seconds {SHORT_S} --seed {seed}")
+    print(f"chaos seed {seed}: replay with bash pg_test/faults/run --seconds {SHORT_S} --seed {seed}")
     rc, s, report = run(tmp_path, "--seed", str(seed), "--seconds", str(SHORT_S))
     assert_clean(rc, s, report)
 

@@ -9,7 +9,7 @@ import re
 from conftest import ROOT
 
 DOCS = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
-TEST_DIRS = ["pg_test", "pg_test/as_root", "benches"]
+TEST_DIRS = ["pg_test", "pg_test/as_root", "pg_test/faults", "benches"]
 # `test_x.py`, `pg_test/test_x.py::test_y`, `::test_y` (a function of the file cited last),
 # each possibly followed by a parameter id in brackets
 CITE = re.compile(r"`(?P<file>(?:[\w./]+/)?test_\w+\.py)?(?:::(?P<func>test_\w+))?(?:\[[^\]`]*\])?`")

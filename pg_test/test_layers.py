@@ -72,7 +72,7 @@ def test_every_source_file_is_in_a_floors_folder():
 
 def test_imports_run_down_only_and_no_file_above_the_core_is_imported_by_it():
     wrong = []
-    for rel, floor, module, text in sources():
+    for rel, floor, _, text in sources():
         if floor == 0 and re.search(r"\bpgrx\b|\bpg_sys\b", text):
             wrong.append(f"{rel}: the core names pgrx")
         for other_floor, other in imports(text, floor):

@@ -1,6 +1,6 @@
 """A fault schedule that tries to make idgen lie (issue 25): real servers on this machine's
 loopback under load, faults drawn from a seed and overlapping, and every id handed out checked at
-the end by benches/history_check.py.
+the end by pg_test/faults/history_check.py.
 
 The topology:
 - a, b, c: one HA lineage (worker id 1, fixed, a member of the registry). a starts as the primary,
@@ -35,7 +35,7 @@ At the end every link is restored, the registry started, every server brought up
 caught up; every row of every server is read, and the checker gets the client-side history, the
 rows and the promotions. Exit status 1 with the checker's report when it finds a violation.
 
-Runs as the postgres user with PG_BIN naming the server build (benches/chaos sets both up).
+Runs as the postgres user with PG_BIN naming the server build (pg_test/faults/run sets both up).
 usage: chaos.py [--seconds S] [--seed N] [--out DIR] [--plant shared-worker-id]
 """
 import argparse
@@ -57,7 +57,7 @@ import uuid
 from dataclasses import asdict, dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "pg_test"))
 sys.path.insert(0, HERE)
 
@@ -932,7 +932,7 @@ def summary(args, faults, run, report, history, stuck):
 
 def markdown(s, report, fault_log):
     lines = [f"# Chaos run: seed {s['seed']}, {s['seconds']} s" + (f", planted: {s['plant']}" if s["plant"] else ""),
-             "", f"Replay: `bash benches/chaos {s['command']}`", "",
+             "", f"Replay: `bash pg_test/faults/run {s['command']}`", "",
              "| fault | carried out | failed |", "|---|---:|---:|"]
     for kind in sorted(KINDS):
         k = s["faults_by_kind"].get(kind, {"done": 0, "failed": 0})
@@ -1006,7 +1006,7 @@ def main(argv=None):
     print(json.dumps(s))
     if not report.ok():
         print(md, file=sys.stderr)
-        print(f"chaos: {len(report.violations)} violations; replay with: bash benches/chaos {s['command']}",
+        print(f"chaos: {len(report.violations)} violations; replay with: bash pg_test/faults/run {s['command']}",
               file=sys.stderr)
         return 1
     if any(e["outcome"].startswith("failed") for e in run.fault_log):

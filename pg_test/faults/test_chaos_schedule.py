@@ -1,4 +1,4 @@
-"""The fault schedule's pure parts (benches/chaos.py): the schedule is a function of its seed, it
+"""The fault schedule's pure parts (pg_test/faults/chaos.py): the schedule is a function of its seed, it
 holds every kind of fault in a long run, and the relay a standby's link runs through passes, holds
 and drops what it carries. No database in here."""
 import os

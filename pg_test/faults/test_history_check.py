@@ -1,4 +1,4 @@
-"""The history checker (benches/history_check.py) on histories whose faults are known: each kind of
+"""The history checker (pg_test/faults/history_check.py) on histories whose faults are known: each kind of
 lie it must catch, the documented case it must excuse (and only that), and none on a clean one."""
 import random
 
