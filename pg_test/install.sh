@@ -139,7 +139,8 @@ postgres_tree() {
   else
     HERE=/tmp/idgen-checkout
     mkdir -p "$HERE"
-    rsync -a --delete --exclude .venv --exclude __pycache__ "$ROOT/pg_test" "$ROOT/benches" "$ROOT/sql" "$HERE/"
+    rsync -a --delete --exclude .venv --exclude __pycache__ "$ROOT/pg_test" "$ROOT/benches" "$ROOT/sql" \
+      "$ROOT/src" "$ROOT/docs" "$ROOT/README.md" "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$HERE/"
     chown -R postgres:postgres "$HERE"
   fi
   VENV=$HERE/.venv

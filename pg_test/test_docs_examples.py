@@ -1,0 +1,176 @@
+"""Every SQL example in the README and docs/ runs, on a real server with idgen preloaded (worker
+id 1), as a reader would run it: with psql, block after block in the order the page shows them,
+each page in a database of its own. A renamed function, a changed message or two examples that
+collide fail here.
+
+How a page marks its blocks (an HTML comment on the line before the fence, invisible on GitHub):
+- every fenced block names its language; the `sql` ones run (`sh`, `conf`, `text` ... do not);
+- `<!-- example: fails 55000 -->`: the block must fail with that SQLSTATE, and each
+  `-- ERROR:  text` line in it must be in the message psql prints;
+- `<!-- example: db=registry -->`: run in the page's registry database (sql/registry/
+  idgen_registry.sql installed, as on a registry server); `db=portable`: in a database with the
+  portable edition (sql/portable/idgen_portable.sql) and no extension;
+- `<!-- example: server=keyed -->`: run on a second server that has the base62 key file the
+  page's shell block makes (mode 0600, named by idgen.base62_key_file);
+- `<!-- example: min=18 -->`: PostgreSQL 18's own SQL, run on 18 and later only;
+- a hidden set-up, for what the reader is assumed to have already (`your table`):
+  `<!-- example setup` ... `-->`, its lines run as SQL before the next block.
+"""
+
+import glob
+import os
+import re
+import subprocess
+
+import cluster
+import pytest
+from conftest import ROOT
+
+DOCS = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+MARK = re.compile(r"^<!-- example: (.*?) -->$")
+DATABASES = {  # db= name: the scripts (and their psql variables) run before its first block
+    "main": [],
+    "registry": [(os.path.join(ROOT, "sql", "registry", "idgen_registry.sql"), {})],
+    "portable": [(os.path.join(ROOT, "sql", "portable", "idgen_portable.sql"), {"worker_id": "3"})],
+}
+
+
+class Block:
+    def __init__(self, doc, line, lang, text, mark, setup):
+        self.doc, self.line, self.lang, self.text, self.setup = doc, line, lang, text, setup
+        self.fails, self.db, self.server, self.min_major = None, "main", "preloaded", 0
+        for word in (mark or "").split():
+            if re.fullmatch(r"[0-9A-Z]{5}", word):
+                self.fails = word
+            elif word.startswith("db="):
+                self.db = word[3:]
+            elif word in ("server=keyed", "server=preloaded"):
+                self.server = word[7:]
+            elif re.fullmatch(r"min=1[5-9]", word):
+                self.min_major = int(word[4:])
+            elif word != "fails":
+                raise ValueError(f"{self.where}: unknown example mark {word!r}")
+        if self.db not in DATABASES:
+            raise ValueError(f"{self.where}: no database {self.db!r} (known: {sorted(DATABASES)})")
+
+    @property
+    def where(self):
+        return f"{os.path.relpath(self.doc, ROOT)}:{self.line}"
+
+
+def blocks(doc, text):
+    """Every fenced block of a page, in order, with its mark and any hidden set-up before it."""
+    lines = text.splitlines()
+    out, i, mark, setup = [], 0, None, []
+    while i < len(lines):
+        line = lines[i]
+        if line.strip() == "<!-- example setup":
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "-->")
+            setup += [x.strip() for x in lines[i + 1:end]]
+            i = end + 1
+            continue
+        m = MARK.match(line.strip())
+        if m:
+            mark = m.group(1)
+        elif line.lstrip().startswith("```"):  # in a list item too, indented
+            indent = len(line) - len(line.lstrip())
+            lang = line.strip()[3:].strip()
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith("```"))
+            body = [x[indent:] if x[:indent].isspace() else x for x in lines[i + 1:end]]
+            out.append(Block(doc, i + 1, lang, "\n".join(body), mark, "\n".join(setup)))
+            mark, setup, i = None, [], end + 1
+            continue
+        elif line.strip():
+            mark = None
+        i += 1
+    return out
+
+
+def page_blocks():
+    for doc in DOCS:
+        with open(doc) as f:
+            yield doc, blocks(doc, f.read())
+
+
+def psql(server, db, sql, variables=None):
+    """(exit code, output) of the text run by psql as a reader would, stopping at the first error,
+    with the SQLSTATE in every error line."""
+    sets = [a for k, v in (variables or {}).items() for a in ("-v", f"{k}={v}")]
+    done = subprocess.run([os.path.join(cluster.pg_bin(), "psql"), "-X", "-v", "ON_ERROR_STOP=1",
+                           "-v", "VERBOSITY=verbose", *sets, "-f", "-"],
+                          input=sql, capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, **server.env(db)})
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_every_fenced_block_names_its_language():
+    unnamed = [f"{b.where}" for _, bs in page_blocks() for b in bs if not b.lang]
+    assert not unnamed, "fenced blocks with no language (sql ones must say so, to run):\n" + "\n".join(unnamed)
+
+
+@pytest.fixture(scope="module")
+def keyed(module_factory):
+    """A server with the base62 key file that docs/base62.md's shell block makes."""
+    c = module_factory("keyed")
+    path = os.path.join(c.data_dir, "idgen_base62.key")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("a long random passphrase\n")
+    c.q("ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'")
+    c.stop()
+    c.start()
+    return c
+
+
+@pytest.mark.parametrize("doc", [os.path.relpath(d, ROOT) for d in DOCS])
+def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc):
+    path = os.path.join(ROOT, doc)
+    with open(path) as f:
+        examples = [b for b in blocks(path, f.read()) if b.lang == "sql" and b.min_major <= pg_major]
+    if not examples:
+        pytest.skip(f"{doc} shows no SQL")
+    slug = re.sub(r"\W", "_", os.path.splitext(doc)[0]).lower()
+    made = set()
+    wrong = []
+    for b in examples:
+        server = request.getfixturevalue(b.server)
+        db = f"docs_{slug}_{b.db}"
+        if (server, db) not in made:
+            server.q(f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
+            for script, variables in DATABASES[b.db]:
+                with open(script) as f:
+                    rc, out = psql(server, db, f.read(), variables)
+                assert rc == 0, f"installing {script} into {db}: {out}"
+            made.add((server, db))
+        if b.setup:
+            rc, out = psql(server, db, b.setup)
+            assert rc == 0, f"{b.where}: the hidden set-up failed:\n{out}"
+        rc, out = psql(server, db, b.text)
+        if b.fails is None:
+            if rc != 0:
+                wrong.append(f"{b.where}: failed:\n{out.strip()[-1500:]}")
+            continue
+        if rc == 0:
+            wrong.append(f"{b.where}: should fail with {b.fails}, but ran:\n{out.strip()[-800:]}")
+            continue
+        if f"ERROR:  {b.fails}:" not in out:
+            wrong.append(f"{b.where}: should fail with {b.fails}, failed otherwise:\n{out.strip()[-800:]}")
+        for shown in re.findall(r"^-- ERROR:\s+(.*)$", b.text, re.M):
+            if shown.strip() not in out:
+                wrong.append(f"{b.where}: the error shown, {shown.strip()!r}, is not what psql printed:\n"
+                             f"{out.strip()[-800:]}")
+    for server, db in made:
+        server.q(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    assert not wrong, "\n\n".join(wrong)
+
+
+def test_the_reader_of_marks_and_blocks():
+    text = "\n".join([
+        "<!-- example setup", "CREATE TABLE t (a int);", "-->",
+        "<!-- example: fails 22023 db=registry -->", "```sql", "SELECT 1;", "-- ERROR:  boom", "```",
+        "```sh", "make", "```", "<!-- example: fails 42501 -->", "", "prose", "  ```sql", "  SELECT 2;", "  ```"])
+    got = blocks("/x.md", text)
+    assert [(b.lang, b.fails, b.db, b.setup) for b in got] == [
+        ("sql", "22023", "registry", "CREATE TABLE t (a int);"), ("sh", None, "main", ""), ("sql", None, "main", "")]
+    assert got[2].text == "SELECT 2;"
+    with pytest.raises(ValueError):
+        blocks("/x.md", "<!-- example: db=nowhere -->\n```sql\nSELECT 1;\n```")
