@@ -133,3 +133,26 @@ def test_the_reader_sees_grouped_and_plain_imports():
            "let a = crate::sql::f(); // crate::pg::errors"
     assert imports(text, 1) == {(1, "pg::clock"), (1, "pg::settings"), (0, "lease"), (0, "snowflake"), (2, "sql")}
     assert imports("use crate::snowflake::MAX_WORKER_ID;", 0) == {(0, "snowflake")}
+
+
+def drawing():
+    """The imports between modules, floor by floor, top down: what docs/development.md shows."""
+    graph = {}
+    for _, floor, module, text in sources():
+        graph.setdefault((floor, module), set()).update(m for m in imports(text, floor) if m[1] != module)
+    lines = []
+    for floor in (2, 1, 0):
+        lines.append(f"{FLOORS[floor]}:")
+        for (f, module), targets in sorted(graph.items()):
+            if f == floor:
+                names = ", ".join(m for _, m in sorted(targets, key=lambda t: (-t[0], t[1])))
+                lines.append(f"  {module} -> {names}" if names else f"  {module}")
+    return "\n".join(lines)
+
+
+def test_the_drawing_in_the_docs_is_the_imports_as_they_are():
+    with open(os.path.join(ROOT, "docs", "development.md")) as f:
+        text = f.read()
+    m = re.search(r"<!-- imports: .*? -->\n```text\n(.*?)\n```", text, re.S)
+    assert m, "docs/development.md has no drawing of the imports"
+    assert m.group(1) == drawing(), "the drawing is out of date; it is now:\n" + drawing()

@@ -2,7 +2,8 @@
 //! (`src/sql/`) and the pure core below (the `idgen_core` crate, `src/core/`).
 //!
 //! Imports run down only, within the layer too: `horizon_store` and `registry` → `shared` →
-//! `settings`, and `registry` → `registry_client`; `clock` and `errors` are leaves. Nothing here
+//! `settings` → `registry_client` (which checks `idgen.registry`), and `registry` →
+//! `registry_client`; `clock` and `errors` are leaves (docs/development.md draws them all). Nothing here
 //! imports `crate::sql`: where the registry refuses an id it says where the lease stands
 //! (`registry::View`), and the SQL function raises the error.
 
