@@ -14,12 +14,12 @@ from conftest import sqlstate_and_hint
 pytestmark = pytest.mark.version_specific("guc")
 
 KEY = "correct horse battery staple"
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+KEYED_CODES_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "base62.md")
 
 
 def readme_move_line():
-    """The README's one line that moves a 0.2.0 key from the setting into the key file."""
-    with open(README) as f:
+    """docs/base62.md's one line that moves a 0.2.0 key from the setting into the key file."""
+    with open(KEYED_CODES_PAGE) as f:
         found = [line.strip() for line in f if line.startswith("(umask 077; psql -XAtc")]
     assert len(found) == 1, found
     return found[0]
@@ -185,15 +185,15 @@ def test_the_retired_setting_refuses_its_value_without_repeating_it(keyed):
     assert e.pgcode == "22023", e
     assert e.diag.message_primary.startswith("idgen.base62_key is no longer read"), e
     assert "idgen.base62_key_file" in e.diag.message_hint and "pg_file_settings" in e.diag.message_hint
-    # the HINT's move is the README's line, word for word (the one test_..._in_one_step runs)
+    # the HINT's move is docs/base62.md's line, word for word (the one test_..._in_one_step runs)
     assert e.diag.message_hint.endswith(readme_move_line()), e.diag.message_hint
     assert "tr0ub4dor" not in f"{e} {e.diag.message_detail} {e.diag.message_hint}"
 
 
 def test_a_key_left_in_the_setting_moves_to_the_file_in_one_step_with_the_same_codes(cluster_factory):
     """A server upgraded from 0.2.0 with the key in postgresql.auto.conf: it starts, warns without
-    the key, keyed functions refuse with the way out, and the README's one line (run here as the
-    server's OS user, as the README says) moves it: the same codes as before."""
+    the key, keyed functions refuse with the way out, and docs/base62.md's one line (run here as
+    the server's OS user, as the page says) moves it: the same codes as before."""
     c = cluster_factory("moved", start=False)
     with open(os.path.join(c.data_dir, "postgresql.auto.conf"), "a") as f:
         f.write(f"idgen.base62_key = '{KEY}'\n")
@@ -203,7 +203,7 @@ def test_a_key_left_in_the_setting_moves_to_the_file_in_one_step_with_the_same_c
     assert KEY not in c.log()
     e = c.error("SELECT base62_encode_keyed(1)")
     assert e.pgcode == "55000" and "idgen.base62_key_file is not set" in e.diag.message_primary, e
-    assert 'README, "Keyed codes"' in e.diag.message_hint
+    assert 'docs/base62.md in idgen\'s source, "Keyed codes"' in e.diag.message_hint
     env = {**os.environ, **c.env(), "PGDATA": c.data_dir, "PATH": f"{c.bin_dir}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-c", readme_move_line()], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

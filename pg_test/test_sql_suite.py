@@ -17,7 +17,7 @@ def regress(c, tmp_path, *tests):
 def test_preloaded_suite(cluster_factory, tmp_path):
     """snowflake, uuid7 and base62 on a server with idgen preloaded and worker id 1."""
     c = cluster_factory("preloaded", conf=["max_parallel_workers_per_gather = 2"])
-    # base62's key file, as the server's OS user writes it (README, "Keyed codes")
+    # base62's key file, as the server's OS user writes it (docs/base62.md, "Keyed codes")
     key = os.path.join(c.data_dir, "idgen_base62.key")
     with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         f.write("correct horse battery staple\n")

@@ -352,7 +352,7 @@ BEGIN
         RAISE WARNING 'idgen fleet: snowflake worker id % arrives from two origins: % and %', w, first, here
             USING DETAIL = format('Row id %s in %s. Two servers with one worker id can issue the same id, and the primary key will stop replication when they do.', id, watched)
                            || CASE WHEN k.kept THEN '' ELSE format(' The clash could not be kept outside this transaction (all %s clash slots hold clashes the log lacks: CALL idgen_fleet.settle_clashes()), so idgen_fleet.clashes keeps it only if this transaction commits.', idgen_fleet.clash_slots()) END,
-                  HINT = 'Give every server that issues snowflake ids its own idgen.worker_id (postgresql.conf, restart); see the README, "Many servers". idgen_fleet.clashes lists every clash.';
+                  HINT = 'Give every server that issues snowflake ids its own idgen.worker_id (postgresql.conf, restart); see the README, "Many servers and the registry". idgen_fleet.clashes lists every clash.';
     END IF;
     PERFORM set_config('idgen_fleet.checked', coalesce(current_setting('idgen_fleet.checked', true), ',') || w || ',', false);
 END

@@ -24,7 +24,7 @@
 --
 -- The deterministic functions return exactly what the extension's do, and raise the same
 -- SQLSTATEs for the same bad inputs (pg_test/test_portable.py compares them). The generators
--- keep the same layout with different means and labels; README, "Without the extension".
+-- keep the same layout with different means and labels; docs/portable.md.
 --
 -- Every operator, function and non-keyword type in the function bodies is qualified
 -- (OPERATOR(pg_catalog.+), pg_catalog.substr, pg_catalog.text, the helpers by this schema): a

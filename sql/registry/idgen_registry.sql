@@ -20,7 +20,7 @@
 -- millisecond (its own clock) from which it issues nothing unless it renews; one with a fixed id
 -- is not (fence_ms NULL): it carries on while the registry is unreachable. A server that takes an
 -- id over resumes after the highest fence and horizon any earlier holder reported, and the
--- latest end of their leases plus its own idgen.max_clock_skew (see README, "Many servers"). An unfenced lease that ended is never
+-- latest end of their leases plus its own idgen.max_clock_skew (see docs/registry.md). An unfenced lease that ended is never
 -- handed out to an automatic claim: its holder may still be issuing; only a server configured
 -- with that fixed id takes it over.
 --

@@ -166,7 +166,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
         Err(e) => {
             shared::set_horizon_damaged(true);
             error(errors::DATA_CORRUPTED, format!("idgen: could not read {HORIZON_FILE}: {e}"))
-                .hint("snowflake_next() and uuid_v7() are disabled until the file is repaired and the server restarted; see the README, section \"Restarts, crashes and the clock\".")
+                .hint("snowflake_next() and uuid_v7() are disabled until the file is repaired and the server restarted; see docs/guarantees.md in idgen's source, \"Restarts, crashes and the clock\".")
                 .warn();
         }
     }

@@ -61,8 +61,8 @@ static BASE62_KEY_RETIRED: GucSetting<Option<CString>> = GucSetting::<Option<CSt
 /// hook, between statements; read by the keyed functions.
 static KEY: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The one line that moves a 0.2.0 key into the file, as the server's OS user (the README says it
-/// in full, in "Keyed codes").
+/// The one line that moves a 0.2.0 key into the file, as the server's OS user (docs/base62.md says
+/// it in full, in "Keyed codes").
 const MOVE_THE_KEY: &str = "Move it into a key file once, as the server's OS user: (umask 077; psql -XAtc \"SELECT setting FROM pg_file_settings WHERE name = 'idgen.base62_key' ORDER BY seqno DESC LIMIT 1\" >\"$PGDATA/idgen_base62.key\") && psql -Xc \"ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'\" -c \"ALTER SYSTEM RESET idgen.base62_key\" -c \"SELECT pg_reload_conf()\"";
 
 /// The epoch in Unix ms, parsed and checked once in the postmaster when preloaded. 0 is a valid
@@ -467,7 +467,7 @@ unsafe extern "C-unwind" fn check_key_file(
                     key_file::Error::Exposed(_) | key_file::Error::NotOwned { .. } => "Make the file belong to the server's OS user alone: chown postgres FILE; chmod 600 FILE (as root), then reload.",
                     key_file::Error::NotAFile(_) => "Name a regular file that holds the passphrase (not a FIFO, a device or a folder, nor a link to one), owned by the server's OS user with mode 0600, then reload.",
                     key_file::Error::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => "Write the passphrase into that file, as the server's OS user: (umask 077; echo '<a long random passphrase>' >\"$PGDATA/idgen_base62.key\"), then reload. A relative path is relative to the data directory.",
-                    _ => "The file holds the passphrase, on one line, and belongs to the server's OS user with mode 0600; see the README, \"Keyed codes\".",
+                    _ => "The file holds the passphrase, on one line, and belongs to the server's OS user with mode 0600; see docs/base62.md in idgen's source, \"Keyed codes\".",
                 };
                 return unsafe {
                     refuse(

@@ -166,7 +166,7 @@ fn with_permutation<T>(f: impl FnOnce(&Permutation) -> T) -> T {
         let Some(key) = key else {
             error(errors::NOT_IN_PREREQUISITE_STATE, "no base62 key: idgen.base62_key_file is not set")
                 .detail("The keyed base62 functions read their passphrase from a file that only the server's OS user can read, named by idgen.base62_key_file in the server configuration. A file that could not be used is named in the server log.")
-                .hint("As the server's OS user: (umask 077; echo '<a long random passphrase>' >\"$PGDATA/idgen_base62.key\"); then as a superuser: ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'; SELECT pg_reload_conf(); A key kept in idgen.base62_key by idgen 0.2.0 moves in one step: see the README, \"Keyed codes\".")
+                .hint("As the server's OS user: (umask 077; echo '<a long random passphrase>' >\"$PGDATA/idgen_base62.key\"); then as a superuser: ALTER SYSTEM SET idgen.base62_key_file = 'idgen_base62.key'; SELECT pg_reload_conf(); A key kept in idgen.base62_key by idgen 0.2.0 moves in one step: see docs/base62.md in idgen's source, \"Keyed codes\".")
                 .raise()
         };
         KEY.with_borrow_mut(|cached| {
