@@ -1,7 +1,7 @@
 # The README's commands. Each installs what is missing first (apt packages, cargo-pgrx 0.18.1,
 # the servers, the pinned Python side), so they work on a fresh machine; all are safe to run again.
 
-.PHONY: run check test soak stop package
+.PHONY: run check test soak mutants mutants-core stop package
 
 # The server version: 15 (Debian's, the default), 16, 17 or 18 (relocatable builds from PyPI).
 PG ?= 15
@@ -29,6 +29,17 @@ test:
 ## 10,000,000 rows, on PG.
 soak:
 	bash pg_test/soak
+
+## The planted bugs, on demand and never in CI: each mutant of pg_test/mutants/mutants.py built
+## and installed for 15 in turn, against the tests that guard it; the table goes to
+## pg_test/mutants/results.md. ARGS="--only NAME" runs one.
+mutants:
+	bash pg_test/mutants/run $(ARGS)
+
+## The pure core's mutation score, on demand and never in CI: cargo-mutants (pinned) over
+## src/core/, each mutant against cargo test -p idgen-core; pg_test/mutants/core-results.md.
+mutants-core:
+	bash pg_test/mutants/core $(ARGS)
 
 ## Stop the throwaway clusters that `make run` and `make test` started.
 stop:

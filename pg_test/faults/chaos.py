@@ -11,6 +11,9 @@ The topology:
   points c at the new primary (rewinding it too where it cannot follow).
 - w2: a second writer with idgen.worker_id = auto, leased from the registry; its rows reach sub
   by logical replication.
+- w3: a third writer with a fixed worker id (3) and no registry, the default set-up: its horizon
+  is all that keeps a restart from reissuing its ids (a registry member also resumes above what
+  the registry recorded of its horizon, so a server that forgot its own is still kept safe there).
 - registry: plain PostgreSQL with sql/registry/idgen_registry.sql.
 
 The load, on both writers at once until the schedule ends: pgbench clients inserting rows whose
@@ -21,7 +24,12 @@ promotions, counted here) and the client's clock around the call. Those never re
 
 The faults (KINDS), each logged with when it was due, began and ended: kill -9 of a client backend,
 kill -9 of a postmaster (and its children, as a machine crash leaves nothing), an immediate stop
-and restart, a clock step (libfaketime's live offset, any of -2..+2 s), a failover, a cut link
+and restart, a clock step (libfaketime's live offset, any of -2..+2 s; the registry's too, within
+idgen.max_clock_skew, the registry's documented assumption), a clock set back 10 to 30
+s and then the server crashed (clock_back_crash) or, on the synchronous standby, failed over to
+(clock_back_failover): steps larger than a restart or a promotion takes, sized to land among the
+ids the writer issued since its last start (BACK_SHARE), so that a server that forgot its horizon
+would hand out its old ids again; a failover, a cut link
 (held: nothing passes; or dropped: connections closed and refused), a registry outage, and a
 slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without). Faults on
 one server wait for each other (a server is restarted by one fault at a time); everything else
@@ -67,6 +75,15 @@ EPOCH_MS = 1288834974657  # idgen.epoch's default
 REGISTRY_SQL = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
 LINEAGE = ("a", "b", "c")
 MAX_OFFSET_S = 2.0  # clock steps land anywhere in -MAX_OFFSET_S .. +MAX_OFFSET_S
+# clock_back_crash and clock_back_failover set a clock this far back from where it was, at random:
+# far more than a restart or a promotion takes. The checker judges each id by its own server's
+# offsets (the run records every step), so the allowance below stays small.
+BACK_S = (10.0, 30.0)
+# ... but never further back than this share of the time since the server last started, nor less
+# than MIN_BACK_S (a restart takes 1-3 s here). A clock set back beyond the server's whole run lands
+# below everything it issued since, where even a server that forgot its horizon is kept safe by the
+# mark its last clean shutdown left: the step is meant to land among the ids it issued.
+BACK_SHARE, MIN_BACK_S = 0.8, 4.0
 # What the checker allows between an id's time and its call: the largest clock offset, the horizon's
 # lead (HORIZON_LEAD_MS: after a crash ids start past a horizon pushed up to 1 s ahead of that
 # server's clock) and a second for everything else.
@@ -75,14 +92,16 @@ PUSH_DELAY_MS = 20
 
 # kind -> the roles it may hit; a role is resolved to a server when the fault begins
 KINDS = {
-    "kill_backend": ("primary", "w2"),
-    "kill_postmaster": ("primary", "sync", "async", "w2"),
-    "immediate_restart": ("primary", "sync", "async", "w2", "sub"),
-    "clock_step": ("primary", "sync", "async", "w2"),
+    "kill_backend": ("primary", "w2", "w3"),
+    "kill_postmaster": ("primary", "sync", "async", "w2", "w3"),
+    "immediate_restart": ("primary", "sync", "async", "w2", "w3", "sub"),
+    "clock_step": ("primary", "sync", "async", "w2", "w3", "registry"),
+    "clock_back_crash": ("primary", "w2", "w3"),
+    "clock_back_failover": ("sync",),
     "failover": ("primary",),
     "link_cut": ("sync", "async"),
     "registry_outage": ("registry",),
-    "slow_push": ("primary", "w2"),
+    "slow_push": ("primary", "w2", "w3"),
 }
 TABLE = """CREATE TABLE events (id bigint NOT NULL DEFAULT snowflake_next(), u uuid NOT NULL DEFAULT uuid_v7(),
                                 issuer text NOT NULL DEFAULT current_setting('cluster_name'))"""
@@ -94,7 +113,7 @@ class Fault:
     at_s: float  # when it is due, from the start of the load
     kind: str
     target: str  # a role: primary, sync, async, w2, sub, registry
-    amount: float  # s held (link_cut, registry_outage, slow_push), the new offset (clock_step)
+    amount: float  # s held (link_cut, registry_outage, slow_push), the new offset (clock_step), s back (clock_back_*)
     mode: str = ""  # link_cut: hold or drop
 
 
@@ -110,6 +129,8 @@ def schedule(seed, seconds, mean_gap_s=3.0):
         mode = ""
         if kind == "clock_step":
             amount = rng.uniform(-MAX_OFFSET_S, MAX_OFFSET_S)
+        elif kind in ("clock_back_crash", "clock_back_failover"):
+            amount = rng.uniform(*BACK_S)
         elif kind == "link_cut":
             amount, mode = rng.uniform(0.5, 4.0), rng.choice(("hold", "drop"))
         elif kind == "registry_outage":
@@ -248,6 +269,7 @@ class Server:
         self.clock = cluster_mod.FakeClock(os.path.join(self.base_dir, "faketime-offset"), self.running) \
             if clock else None
         self.lock = threading.Lock()  # one restart of this server at a time
+        self.started_at = time.monotonic()  # its last start (a clock step back is sized by it)
 
     def bin(self, prog):
         return os.path.join(self.cluster.pg_bin(), prog)
@@ -322,6 +344,7 @@ class Server:
             done = subprocess.run([self.bin("pg_ctl"), "start", "-D", self.data_dir, "-l", self.log_file, "-w",
                                    "-t", "60"], capture_output=True, text=True, env=env)
             if done.returncode == 0:
+                self.started_at = time.monotonic()
                 return
             # a killed postmaster's children may still hold its shared memory for a moment
             if time.monotonic() > deadline:
@@ -423,7 +446,7 @@ class Run:
         self.servers = {}
         self.relays = {}
         self.roles = {}  # primary / sync / async -> a, b or c
-        self.timeline = {name: 1 for name in (*LINEAGE, "w2")}  # promotions counted here
+        self.timeline = {name: 1 for name in (*LINEAGE, "w2", "w3")}  # promotions counted here
         self.promotions = []
         self.heal_log = []  # what heal() had to repair after the schedule
         self.salvaged = set()  # rows read from a standby before it was rewound or rebuilt
@@ -432,6 +455,8 @@ class Run:
         self.history_lock = threading.Lock()
         self.topology = threading.RLock()  # held by a failover while it moves the roles
         self.fault_log = []
+        self.offsets = {}  # server -> [(wall ms, clock offset ms)]: every step of its clock, for the checker
+        self.offset_now = {}  # server -> its clock's offset now, s
         self.errors = {}  # (server, SQLSTATE or class) -> count, on the load
         self.pgbench_restarts = 0
         self.rows_read = 0  # rows read (at the end, and before a rewind), every copy counted
@@ -448,7 +473,7 @@ class Run:
 
     # -- set-up ------------------------------------------------------------------------------
     def build(self):
-        reg = Server(self.cluster, self.base, "registry", [], clock=False)
+        reg = Server(self.cluster, self.base, "registry", [])  # its clock steps too (within the skew)
         self.servers["registry"] = reg
         reg.initdb()
         reg.write_own()
@@ -509,6 +534,14 @@ class Run:
         w2.q("CREATE EXTENSION idgen")
         w2.q(TABLE)
         w2.q("CREATE PUBLICATION chaos FOR TABLE events")
+        w3 = Server(self.cluster, self.base, "w3",
+                    [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 3"])
+        self.servers["w3"] = w3
+        w3.initdb()
+        w3.write_own()
+        w3.start()
+        w3.q("CREATE EXTENSION idgen")
+        w3.q(TABLE)
         sub = Server(self.cluster, self.base, "sub", ["listen_addresses = '127.0.0.1'", "max_connections = 40",
                                                         "fsync = off", "log_min_messages = warning"], clock=False)
         self.servers["sub"] = sub
@@ -669,10 +702,38 @@ class Run:
             s.start()
             return f"{s.name}: stopped immediately, restarted"
 
+    def _set_clock(self, name, offset_s, settle):
+        """Steps a server's clock to offset_s (absolute), noting when, for the checker."""
+        with self.history_lock:
+            self.offsets.setdefault(name, [(0.0, 0.0)]).append((self.wall_ms(), offset_s * 1000.0))
+            self.offset_now[name] = offset_s
+        self.servers[name].clock.set(f"{offset_s:+.3f}", settle=settle)
+
     def do_clock_step(self, f):
         name = self.resolve(f.target)
-        self.servers[name].clock.set(f"{f.amount:+.3f}", settle=False)
+        self._set_clock(name, f.amount, settle=False)
         return f"{name}: clock now {f.amount:+.3f} s"
+
+    @staticmethod
+    def _back_s(f, writer):
+        """How far back: the drawn amount, sized to land among what the writer issued since its start."""
+        return max(MIN_BACK_S, min(f.amount, BACK_SHARE * (time.monotonic() - writer.started_at)))
+
+    def do_clock_back_crash(self, f):
+        with self._locked(f.target) as s:
+            back = self._back_s(f, s)
+            offset = self.offset_now.get(s.name, 0.0) - back
+            self._set_clock(s.name, offset, settle=True)
+            s.kill_everything()
+            s.start()
+            return f"{s.name}: clock set back {back:.3f} s (now {offset:+.3f} s), postmaster killed, restarted"
+
+    def do_clock_back_failover(self, f):
+        name, primary = self.resolve("sync"), self.servers[self.resolve("primary")]
+        back = self._back_s(f, primary)
+        offset = self.offset_now.get(name, 0.0) - back
+        self._set_clock(name, offset, settle=True)
+        return f"{name}'s clock set back {back:.3f} s (now {offset:+.3f} s); " + self.do_failover(f)
 
     def do_link_cut(self, f):
         name = self.resolve(f.target)
@@ -771,7 +832,7 @@ class Run:
         (what the run's last failover may have left), and said in the report's healing notes."""
         for relay in self.relays.values():
             relay.restore()
-        for name in ("registry", "a", "b", "c", "w2", "sub"):
+        for name in ("registry", "a", "b", "c", "w2", "w3", "sub"):
             s = self.servers[name]
             if not s.running():
                 s.start()
@@ -804,14 +865,14 @@ class Run:
     def stored(self):
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
         found = set(self.salvaged)  # a row's copies (standbys, the subscriber) are one hand-out: read once
-        for name in ("a", "b", "c", "w2", "sub"):
+        for name in ("a", "b", "c", "w2", "w3", "sub"):
             rows = self.servers[name].q("SELECT id, u::text, issuer FROM events", timeout_s=600)
             self.rows_read += len(rows)
             found.update(rows)
         w2_ids = sorted(self.w2_worker_ids)
         out = []
         for sid, u, issuer in found:
-            worker = 1 if issuer in LINEAGE else (w2_ids[0] if len(w2_ids) == 1 else None)
+            worker = 1 if issuer in LINEAGE else 3 if issuer == "w3" else (w2_ids[0] if len(w2_ids) == 1 else None)
             if self.args.plant == "shared-worker-id" and issuer == "w2":
                 worker = 1
             out.append(history_check.Issued(issuer, 0, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
@@ -829,8 +890,9 @@ class Run:
         self.t0 = time.monotonic()
         self.stop_at = self.t0 + self.args.seconds
         load = [threading.Thread(target=self.select_client, args=(r,), daemon=True)
-                for r in ("primary", "primary", "w2", "w2")]
-        load += [threading.Thread(target=self.pgbench_keeper, args=(r, script), daemon=True) for r in ("primary", "w2")]
+                for r in ("primary", "primary", "w2", "w2", "w3")]
+        load += [threading.Thread(target=self.pgbench_keeper, args=(r, script), daemon=True)
+                 for r in ("primary", "w2", "w3")]
         load.append(threading.Thread(target=self.lease_watch, daemon=True))
         for t in load:
             t.start()
@@ -853,7 +915,8 @@ class Run:
         print("chaos: load over; healing and reading every server ...", file=sys.stderr)
         self.heal()
         history = list(self.history) + self.stored()
-        report = history_check.check(history, self.promotions, epoch_ms=EPOCH_MS, skew_ms=SKEW_MS)
+        report = history_check.check(history, self.promotions, epoch_ms=EPOCH_MS, skew_ms=SKEW_MS,
+                                     offsets=self.offsets)
         return faults, report, stuck, history
 
     def close(self):

@@ -11,10 +11,19 @@ client's clock around the call). The checker finds:
   stays"). The checker excuses a pair only when it can show exactly that: the earlier id came
   from the old primary on the old timeline before that promotion, its time lies past the
   horizon the standby had replayed, and the later one from the promoted server after it;
-- **wrong fields**: a snowflake id whose worker bits are not its issuer's, an id whose time is
-  further from when it was handed out than the allowed skew, a UUID that is not version 7;
+- **wrong fields**: a snowflake id whose worker bits are not its issuer's, a UUID that is not
+  version 7, an id whose time is further than the allowed skew from when it was handed out *by
+  its issuer's clock*: each server's clock offsets (the schedule sets them, up to tens of
+  seconds back) are known, and an id is judged against the offsets its server's clock had
+  around the call. A snowflake id may run ahead of its clock by a short wait only; a UUID keeps
+  counting in the last millisecond issued until a clock set back catches up, so its time may
+  stay at an earlier, larger offset for up to UUID_CATCH_UP_MS;
 - **order**: on one server and timeline, an id handed out after another had come back (in real
-  time, by the client's clock) that is not larger than it.
+  time, by the client's clock) that is not larger than it; and across a failover to a
+  *synchronous* standby, an id the promoted server handed out that is not larger than every id
+  the old primary had handed out before the promotion (README: after promotion a server resumes
+  above every id it replayed, and a synchronous standby has replayed every horizon the old primary
+  issued under).
 """
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -67,6 +76,32 @@ def uuid_fields(value):
     return value >> 80, (value >> 76) & 0xF, (value >> 62) & 0x3
 
 
+# How long an earlier, larger clock offset may still show in the ids after a clock step back: a
+# snowflake id waits (at most idgen.max_clock_wait, the horizon's lead after a crash) rather than
+# run ahead; a UUID carries on in the last millisecond until the clock has caught up with it.
+SNOWFLAKE_CATCH_UP_MS = 2_000
+UUID_CATCH_UP_MS = 60_000
+# libfaketime reads its offset file once a second: a new offset is in every process within 2 s.
+OFFSET_SETTLES_MS = 2_000
+
+
+def offsets_around(steps, started_ms, finished_ms, catch_up_ms):
+    """(lowest, highest) clock offset a server may have shown in an id handed out between
+    started_ms and finished_ms. steps: [(from wall ms, offset ms)], in time order, the first
+    from the start; an offset counts from when it was set to OFFSET_SETTLES_MS after the next
+    one was, and, for the highest, catch_up_ms longer."""
+    if not steps:
+        return 0.0, 0.0
+    lows, highs = [], []
+    for k, (since, offset) in enumerate(steps):
+        until = steps[k + 1][0] + OFFSET_SETTLES_MS if k + 1 < len(steps) else float("inf")
+        if since <= finished_ms and until >= started_ms:
+            lows.append(offset)
+        if since <= finished_ms and until + catch_up_ms >= started_ms:
+            highs.append(offset)
+    return min(lows or highs or [0.0]), max(highs or lows or [0.0])
+
+
 def issued_ms(i, epoch_ms):
     return snowflake_fields(i.value, epoch_ms)[0] if i.kind == "snowflake" else uuid_fields(i.value)[0]
 
@@ -88,7 +123,10 @@ def _excuse(first, second, promotions, epoch_ms):
     return None
 
 
-def check(history, promotions=(), epoch_ms=0, skew_ms=1000):
+def check(history, promotions=(), epoch_ms=0, skew_ms=1000, offsets=None):
+    """offsets: {server: [(from wall ms, clock offset ms)]}, the clock steps of each server (none:
+    every clock right)."""
+    offsets = offsets or {}
     report = Report(checked=len(history))
     seen = defaultdict(list)
     for i in history:
@@ -121,11 +159,38 @@ def check(history, promotions=(), epoch_ms=0, skew_ms=1000):
             _, version, variant = uuid_fields(i.value)
             if version != 7 or variant != 2:
                 report.violations.append(f"{_describe(i)}: version {version}, variant {variant}, not an RFC 9562 v7")
-        if not (i.started_ms - skew_ms <= at <= i.finished_ms + skew_ms) and not i.stored:
+        if i.stored:
+            continue
+        catch_up = SNOWFLAKE_CATCH_UP_MS if i.kind == "snowflake" else UUID_CATCH_UP_MS
+        low, high = offsets_around(offsets.get(i.server, ()), i.started_ms, i.finished_ms, catch_up)
+        if not (i.started_ms + low - skew_ms <= at <= i.finished_ms + high + skew_ms):
             report.violations.append(f"{_describe(i)}: its time is {at} ms, more than {skew_ms} ms from when it "
-                                     "was handed out")
+                                     f"was handed out by its server's clock (offset {low:+.0f}..{high:+.0f} ms)")
     report.violations += _order(history)
+    report.violations += _across_promotions(history, promotions)
     return report
+
+
+def _across_promotions(history, promotions):
+    """After a synchronous promotion, every id the promoted server hands out is above every id the
+    old primary handed out (and saw come back) before it."""
+    problems = []
+    for p in promotions:
+        if not p.synchronous:
+            continue
+        for kind in ("snowflake", "uuid"):
+            before = [i for i in history if not i.stored and i.kind == kind and i.server == p.old_primary
+                      and i.timeline == p.old_timeline and i.finished_ms < p.at_ms]
+            if not before:
+                continue
+            top = max(before, key=lambda i: i.value)
+            for i in history:
+                if (not i.stored and i.kind == kind and i.server == p.server and i.timeline == p.timeline
+                        and i.started_ms > p.at_ms and i.value <= top.value):
+                    problems.append(f"after the failover to {p.server} (timeline {p.timeline}) at {p.at_ms:.0f} ms: "
+                                    f"{_describe(i)} is not above {_describe(top)}, handed out by the old primary "
+                                    "before it")
+    return problems
 
 
 def _order(history):

@@ -27,6 +27,14 @@ def test_a_schedule_is_ordered_bounded_and_draws_only_known_faults():
             assert -chaos.MAX_OFFSET_S <= f.amount <= chaos.MAX_OFFSET_S
         if f.kind == "link_cut":
             assert f.mode in ("hold", "drop") and f.amount > 0
+        if f.kind in ("clock_back_crash", "clock_back_failover"):
+            assert chaos.BACK_S[0] <= f.amount <= chaos.BACK_S[1]
+
+
+def test_clocks_are_set_back_further_than_a_restart_or_a_promotion_takes():
+    """A server that forgot its horizon resumes below its old ids only if its clock went back
+    further than its restart took (a few seconds here): the large steps are 10 s or more."""
+    assert chaos.BACK_S[0] >= 10 and {"clock_back_crash", "clock_back_failover"} <= set(chaos.KINDS)
 
 
 def test_a_half_hour_schedule_holds_every_kind_at_least_ten_times():
@@ -40,7 +48,7 @@ def test_faults_overlap():
     held link) still lasts: the overlaps the schedule is for."""
     faults = chaos.schedule(1, 600)
     overlaps = sum(1 for f, g in zip(faults, faults[1:], strict=False) if f.amount > 0 and g.at_s < f.at_s + f.amount
-                   and f.kind != "clock_step")
+                   and not f.kind.startswith("clock_"))
     assert overlaps >= 10, overlaps
 
 

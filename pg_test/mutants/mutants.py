@@ -1,0 +1,220 @@
+"""Planted bugs: each mutant removes one guarantee, and the tests of `make test` that claim to
+guard it must catch it. `make mutants` (pg_test/mutants/run) applies each to a copy of the
+checkout, builds and installs that copy for PostgreSQL 15, runs its guarding tests against it,
+and writes the table in pg_test/mutants/results.md: the mutant, the test that caught it and how
+long that took. Never in CI, and never in a release build: a mutant lives only in the copy.
+
+A mutant is one exact edit (`old` must occur exactly once in `file`, or the runner stops and
+says the mutant no longer applies: pg_test/mutants/test_mutants_apply.py checks that on every
+`make test`, without a server)."""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    guarantee: str
+    file: str
+    old: str
+    new: str
+    tests: tuple
+
+
+MUTANTS = [
+    Mutant(
+        "horizon-never-persisted",
+        "no id is issued past a horizon that is not on disk and in the WAL",
+        "src/pg/horizon_store.rs",
+        "    fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {\n        test_delay();",
+        "    fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {\n        let _ = unix_ms;\n"
+        "        if true {\n            return Ok(());\n        }\n        test_delay();",
+        ("pg_test/test_chaos.py::test_a_short_schedule_with_a_fixed_seed_hands_out_no_id_twice",
+         "pg_test/test_clock.py::test_crash_recovery_with_the_clock_back_refuses_then_resumes_above"),
+    ),
+    Mutant(
+        "wal-record-skipped",
+        "the horizon reaches standbys and restores through the WAL (the file alone stays behind)",
+        "src/pg/horizon_store.rs",
+        "        wal::log_horizon(unix_ms)?;\n        write_file(unix_ms)",
+        "        write_file(unix_ms)",
+        ("pg_test/test_replication.py::test_a_promoted_standby_with_a_slower_clock_never_reissues_or_goes_back",
+         "pg_test/test_replication.py::test_a_point_in_time_restore_with_the_clock_set_back_never_reissues"),
+    ),
+    Mutant(
+        "synchronous-wait-skipped",
+        "with synchronous standbys, no id is handed out past a horizon they have not confirmed",
+        "src/pg/horizon_store.rs",
+        "        wait_for_synchronous_standbys(lsn)\n    }",
+        "        let _ = lsn;\n        Ok(())\n    }",
+        ("pg_test/test_horizon_push.py::"
+         "test_a_synchronous_standby_confirms_the_horizon_before_ids_past_it_are_handed_out",),
+    ),
+    Mutant(
+        "replay-epoch-check-skipped",
+        "a standby with another idgen.epoch than its primary's refuses ids after promotion",
+        "src/pg/horizon_store.rs",
+        "    let conflict = (record.epoch_unix_ms != own_epoch).then_some(record.epoch_unix_ms);",
+        "    let conflict: Option<u64> = None;",
+        ("pg_test/test_horizon_push.py::test_a_standby_with_another_epoch_warns_and_refuses_ids_after_promotion",),
+    ),
+    Mutant(
+        "crash-lead-ignored",
+        "the lead a crash leaves is waited out, never held against idgen.max_clock_wait",
+        "src/core/src/snowflake.rs",
+        "        seed.saturating_sub(now).saturating_sub(HORIZON_LEAD_MS)",
+        "        seed.saturating_sub(now)",
+        ("pg_test/test_clock.py::test_the_lead_a_crash_leaves_is_waited_out_and_is_no_clock_regression",),
+    ),
+    Mutant(
+        "auto-fence-ignored",
+        "an auto server issues nothing from its lease's end on",
+        "src/sql/snowflake.rs",
+        "    if permit.fence_ms != registry::NO_LIMIT {",
+        "    if false && permit.fence_ms != registry::NO_LIMIT {",
+        ("pg_test/test_registry.py::"
+         "test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones_carry_on",),
+    ),
+    Mutant(
+        "reuse-floor-ignored",
+        "a reused worker id resumes above everything its earlier holders issued",
+        "src/pg/registry.rs",
+        "                    if opening && decision.resume_after_ms > 0 {",
+        "                    if false && opening && decision.resume_after_ms > 0 {",
+        ("pg_test/test_registry.py::test_a_killed_holders_id_is_reused_only_above_everything_it_stored",),
+    ),
+    Mutant(
+        "generator-load-then-store",
+        "every id is one fetch_add on the shared word: two backends never take the same value",
+        "src/core/src/snowflake.rs",
+        "        let mut value = state.word.0.fetch_add(1, Ordering::AcqRel);",
+        "        let mut value = state.word.0.load(Ordering::Acquire);\n"
+        "        std::thread::yield_now();\n"
+        "        state.word.0.store(value + 1, Ordering::Release);",
+        ("pg_test/test_generators.py::test_a_million_snowflake_ids_from_four_backends",),
+    ),
+    Mutant(
+        "uuid7-word-per-backend",
+        "uuid_v7() is ordered across every backend of a server that preloads idgen",
+        "src/pg/shared.rs",
+        "    if preloaded() {\n        UUID7.get()\n    } else {\n        &UUID7_LOCAL\n    }",
+        "    &UUID7_LOCAL",
+        ("pg_test/test_generators.py::test_uuid_v7_from_two_backends_called_in_turn",
+         "pg_test/test_generators.py::test_uuid_v7_from_four_backends"),
+    ),
+    Mutant(
+        "base62-key-shown-in-its-setting",
+        "no role but the server's OS user reads the base62 key; pg_monitor sees its path only",
+        "src/pg/settings.rs",
+        "    let block = key_extra(&key);",
+        "    let shown = std::ffi::CString::new(key.clone()).unwrap_or_default();\n"
+        "    let copy = unsafe { libc::strdup(shown.as_ptr()) }; // 15 frees setting strings with free()\n"
+        "    if !copy.is_null() {\n        unsafe { *newval = copy };\n    }\n"
+        "    let block = key_extra(&key);",
+        ("pg_test/test_base62_key_file.py::test_neither_an_ordinary_role_nor_a_pg_monitor_member_can_read_the_key",),
+    ),
+    Mutant(
+        "portable-search-path-without-pg_temp",
+        "the portable edition's SECURITY DEFINER function never runs a caller's pg_temp object",
+        "sql/portable/idgen_portable.sql",
+        "PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$",
+        "PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog AS $fn$",
+        ("pg_test/test_portable_security.py::test_a_temporary_domain_of_the_caller_never_runs_as_the_installer",),
+    ),
+]
+
+
+def apply(mutant, root):
+    """Applies the mutant's edit under `root`; raises if its text is not there exactly once."""
+    path = os.path.join(root, mutant.file)
+    with open(path) as f:
+        text = f.read()
+    count = text.count(mutant.old)
+    if count != 1:
+        raise ValueError(f"mutant {mutant.name} no longer applies: its text occurs {count} times in "
+                         f"{mutant.file} (update pg_test/mutants/mutants.py)")
+    with open(path, "w") as f:
+        f.write(text.replace(mutant.old, mutant.new))
+
+
+def run(cmd, **kw):
+    print("+", " ".join(cmd) if isinstance(cmd, list) else cmd, flush=True)
+    return subprocess.run(cmd, **kw)
+
+
+def first_failure(xml_path):
+    """(test, seconds it ran) of the first test that failed or errored, or None."""
+    if not os.path.exists(xml_path):
+        return None
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            return f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}", float(case.get("time"))
+    return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", default=[], help="run this mutant only (repeatable)")
+    ap.add_argument("--copy", default="/tmp/idgen-mutant", help="where the mutated copy is built")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
+    args = ap.parse_args(argv)
+    pg_config, venv = os.environ["PG_CONFIG"], os.environ["VENV"]
+    pg_bin = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run([pg_config, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    rows = []
+    for m in chosen:
+        shutil.rmtree(args.copy, ignore_errors=True)
+        run(["rsync", "-a", "--exclude", "target", "--exclude", ".pg", "--exclude", ".venv", "--exclude", ".git",
+             "--exclude", ".bench", "--exclude", ".pgdata", f"{ROOT}/", f"{args.copy}/"], check=True)
+        apply(m, args.copy)
+        started = time.monotonic()
+        build = run(["bash", "-c", 'source pg_test/install.sh && stop_running_clusters && cd "$1" && '
+                     'CARGO_TARGET_DIR="$2" CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 '
+                     'cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null', "-", args.copy,
+                     os.path.join(ROOT, "target", "mutants")], cwd=ROOT)
+        if build.returncode != 0:
+            rows.append((m, "the mutant did not build", None, None))
+            continue
+        build_s = time.monotonic() - started
+        run(["chown", "-R", "postgres", args.copy], check=True)
+        xml = os.path.join(args.copy, "mutant.xml")
+        started = time.monotonic()
+        tests = run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", "PYTHONDONTWRITEBYTECODE=1",
+                     f"{venv}/bin/python", "-m", "pytest", "-c", "pg_test/pytest.ini", "--rootdir=.",
+                     "-p", "no:cacheprovider", "-p", "no:xdist", "-x", f"--junitxml={xml}", *m.tests],
+                    cwd=args.copy)
+        took = time.monotonic() - started
+        caught = first_failure(xml) if tests.returncode == 1 else None
+        rows.append((m, caught, took, build_s))
+        print(f"== {m.name}: {'caught by ' + caught[0] if caught else 'NOT CAUGHT'} ({took:.0f} s)", flush=True)
+    with open(args.out, "w") as f:
+        f.write(f"# Planted bugs and the tests that catch them\n\nWritten by `make mutants` "
+                f"(pg_test/mutants/run) on {version}, this project's 2-vCPU machine. Each mutant is one edit "
+                f"(pg_test/mutants/mutants.py) applied to a copy of the checkout, built and installed; its "
+                f"guarding tests run against it, stopping at the first failure. \"Time\" is from the "
+                f"tests' start to the end of the first that failed, the servers' set-up included.\n\n"
+                f"| mutant | the guarantee it removes | caught by | time |\n|---|---|---|---:|\n")
+        for m, caught, took, _ in rows:
+            if isinstance(caught, tuple):
+                f.write(f"| `{m.name}` | {m.guarantee} | `{caught[0]}` | {took:.0f} s |\n")
+            else:
+                f.write(f"| `{m.name}` | {m.guarantee} | **not caught** ({caught or 'all its tests passed'}) | "
+                        f"{'' if took is None else f'{took:.0f} s'} |\n")
+    missed = [m.name for m, caught, _, _ in rows if not isinstance(caught, tuple)]
+    print(f"mutants: {len(rows) - len(missed)} of {len(rows)} caught; table in {args.out}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
