@@ -54,6 +54,19 @@ TRAPS = [("regclass", "regclass"), ("oid", "oid"), ("int8", "int8"), ('"bigint"'
          ("timestamptz", "timestamptz"), ('"timestamp"', "timestamp"), ("float8", "float8"), ("bool", "bool")]
 
 
+def test_every_security_definer_function_pins_a_search_path_that_ends_with_pg_temp(sec):
+    """PostgreSQL searches pg_temp first when a search_path leaves it out: a function that runs
+    with its owner's rights pins one that names pg_temp last. Today every name in the bodies is
+    qualified as well, so the traps above find nothing to catch even without it (a planted bug,
+    pg_test/mutants, showed that); this keeps the second wall standing for the next edit."""
+    rows = sec.q("SELECT p.oid::regprocedure::text, array_to_string(p.proconfig, ',') FROM pg_proc p "
+                 "WHERE p.prosecdef AND p.pronamespace = 'keys'::regnamespace", db="app")
+    assert rows, "the portable edition has a SECURITY DEFINER function (snowflake_next)"
+    for fn, config in rows:
+        assert config and config.startswith("search_path=") and config.split(",")[-1].strip() == "pg_temp", \
+            (fn, config)
+
+
 @pytest.mark.parametrize("name,base", TRAPS, ids=[t[0].strip('"') for t in TRAPS])
 def test_a_temporary_domain_of_the_caller_never_runs_as_the_installer(sec, name, base):
     before = max(ids(sec, 1))

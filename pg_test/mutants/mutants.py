@@ -129,7 +129,10 @@ MUTANTS = [
         "sql/portable/idgen_portable.sql",
         "PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$",
         "PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog AS $fn$",
-        ("pg_test/test_portable_security.py::test_a_temporary_domain_of_the_caller_never_runs_as_the_installer",),
+        ("pg_test/test_portable_security.py::test_a_temporary_domain_of_the_caller_never_runs_as_the_installer",
+         "pg_test/test_portable_security.py::test_temporary_relations_named_like_the_state_are_not_used",
+         "pg_test/test_portable_security.py::"
+         "test_every_security_definer_function_pins_a_search_path_that_ends_with_pg_temp"),
     ),
 ]
 
