@@ -988,6 +988,12 @@ def summary(args, faults, run, report, history, stuck):
             "ids_checked": report.checked, "ids_by_source": checked, "rows_read_with_copies": run.rows_read,
             "rows_read_before_rewinds": run.rows_read_before_rewinds,
             "violations": len(report.violations),
+            "violations_by_kind": {
+                "handed out twice or more": sum("times:" in v for v in report.violations),
+                "below an id handed out before it": sum("is not above" in v for v in report.violations),
+                "time off its server's clock": sum("its time is" in v for v in report.violations),
+                "wrong worker id or version": sum("worker id" in v.split(":")[-1] or "not an RFC 9562" in v
+                                                  for v in report.violations)},
             "excused": len(report.excused), "pgbench_restarts": run.pgbench_restarts,
             "load_errors": {f"{s} {code}": n for (s, code), n in sorted(run.errors.items())},
             "healed": list(run.heal_log)}

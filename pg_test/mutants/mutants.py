@@ -165,11 +165,55 @@ def first_failure(xml_path):
     return None
 
 
+def schedule_seeds(m, args, pg_bin, venv, version):
+    """The mutant (installed) against the fault schedule with many seeds: how many catch it."""
+    import json
+    seeds = [119, *range(1001, 1000 + args.schedule_seeds)]  # 119: test_chaos.py's FIXED_SEED
+    rows = []
+    for seed in seeds:
+        out = os.path.join(args.copy, f"chaos-{seed}")
+        os.makedirs(out, exist_ok=True)
+        run(["chown", "postgres", out], check=True)
+        started = time.monotonic()
+        run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", "PYTHONDONTWRITEBYTECODE=1",
+             f"{venv}/bin/python", "pg_test/faults/chaos.py", "--seconds", "40", "--seed", str(seed), "--out", out],
+            cwd=args.copy, capture_output=True)
+        with open(os.path.join(out, "chaos.json")) as f:
+            s = json.load(f)
+        rows.append((seed, s, time.monotonic() - started))
+        print(f"== seed {seed}: {s['violations']} violations", flush=True)
+    caught = sum(1 for _, s, _ in rows if s["violations"])
+    with open(args.out, "w") as f:
+        f.write(f"# `{m.name}` against the fault schedule, {len(rows)} seeds\n\nWritten by `bash pg_test/mutants/run "
+                f"--only {m.name} --schedule-seeds {len(rows)}` on {version}, this project's 2-vCPU machine: the "
+                f"planted bug built and installed, then the 40-second schedule that `make test` runs, once per "
+                f"seed (119 is its fixed seed). **{caught} of {len(rows)} seeds caught it.**\n\n"
+                "| seed | ids checked | violations | handed out twice or more | below an id handed out before it "
+                "| clock_back_crash on w3 | run, s |\n|---:|---:|---:|---:|---:|---|---:|\n")
+        for seed, s, took in rows:
+            v = s.get("violations_by_kind", {})
+            w3 = "yes" if any(f.kind == "clock_back_crash" and f.target == "w3" for f in chaos_schedule(seed)) else "no"
+            f.write(f"| {seed} | {s['ids_checked']:,} | {s['violations']:,} | {v.get('handed out twice or more', 0):,} "
+                    f"| {v.get('below an id handed out before it', 0):,} | {w3} | {took:.0f} |\n")
+    print(f"{m.name}: {caught} of {len(rows)} seeds caught it; table in {args.out}")
+    return 0
+
+
+def chaos_schedule(seed):
+    sys.path.insert(0, os.path.join(ROOT, "pg_test", "faults"))
+    sys.path.insert(0, os.path.join(ROOT, "pg_test"))
+    import chaos
+    return chaos.schedule(seed, 40)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", default=[], help="run this mutant only (repeatable)")
     ap.add_argument("--copy", default="/tmp/idgen-mutant", help="where the mutated copy is built")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
+    ap.add_argument("--schedule-seeds", type=int, default=0, metavar="N",
+                    help="instead of the guarding tests: the --only mutant against the fault schedule's "
+                         "40-second run with N seeds (the first is make test's fixed one), a table to --out")
     args = ap.parse_args(argv)
     pg_config, venv = os.environ["PG_CONFIG"], os.environ["VENV"]
     pg_bin = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
@@ -191,6 +235,8 @@ def main(argv=None):
             continue
         build_s = time.monotonic() - started
         run(["chown", "-R", "postgres", args.copy], check=True)
+        if args.schedule_seeds:
+            return schedule_seeds(m, args, pg_bin, venv, version)
         xml = os.path.join(args.copy, "mutant.xml")
         started = time.monotonic()
         tests = run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", "PYTHONDONTWRITEBYTECODE=1",

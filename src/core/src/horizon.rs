@@ -144,11 +144,16 @@ pub fn write(path: &Path, mark: Mark) -> io::Result<()> {
         file.sync_all()?;
     }
     fs::rename(&tmp, path)?;
-    let dir = match path.parent() {
+    File::open(folder_of(path))?.sync_all()
+}
+
+/// The folder whose entry for `path` a rename changes, to be synced after it: the current
+/// folder for a bare file name (the server names its file relative to the data directory).
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
-    };
-    File::open(dir)?.sync_all()
+    }
 }
 
 /// The WAL record of a new horizon (PostgreSQL 15 and later, see `wal.rs`): what a standby, a
@@ -284,6 +289,45 @@ mod tests {
             .unwrap();
         let path = dir.path().join("idgen_horizon");
         (dir, path)
+    }
+
+    #[test]
+    fn a_record_is_the_21_bytes_its_format_names() {
+        // The WAL record is read back by every standby and restore of any later build: its bytes
+        // are a format, not a detail (version 1, then three little-endian fields).
+        let record = Record {
+            horizon_unix_ms: 0x0102_0304_0506_0708,
+            epoch_unix_ms: 0x1112_1314_1516_1718,
+            worker_id: -2,
+        };
+        let bytes = record.encode();
+        assert_eq!(RECORD_LEN, 21);
+        assert_eq!(
+            bytes,
+            [
+                1, 8, 7, 6, 5, 4, 3, 2, 1, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, 0xfe,
+                0xff, 0xff, 0xff
+            ]
+        );
+    }
+
+    #[test]
+    fn the_folder_synced_after_a_write_is_the_files_own() {
+        assert_eq!(
+            folder_of(Path::new("/data/pg/idgen_horizon")),
+            Path::new("/data/pg")
+        );
+        assert_eq!(folder_of(Path::new("idgen_horizon")), Path::new("."));
+        assert_eq!(folder_of(Path::new("sub/idgen_horizon")), Path::new("sub"));
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_is_an_error_not_a_new_cluster() {
+        // Only a missing file means a new cluster; one the server cannot read (here a folder in
+        // its place) must stop snowflake_next(), not let it start from nothing.
+        let (_dir, path) = scratch();
+        std::fs::create_dir(&path).unwrap();
+        assert!(matches!(read(&path), Err(ReadError::Io(_))));
     }
 
     #[test]

@@ -332,6 +332,18 @@ mod tests {
     }
 
     #[test]
+    fn renewals_come_every_third_of_the_lease_and_retries_within_a_second() {
+        // Two renewals can fail before an automatic id stops; a failed claim is retried soon,
+        // but never more than ten times a second.
+        assert_eq!(renewal_interval_ms(30_000), 10_000);
+        assert_eq!(renewal_interval_ms(3_000), 1_000);
+        assert_eq!(renewal_interval_ms(2), 1);
+        assert_eq!(retry_interval_ms(30_000), 1_000);
+        assert_eq!(retry_interval_ms(3_000), 300);
+        assert_eq!(retry_interval_ms(500), 100);
+    }
+
+    #[test]
     fn worker_id_settings_parse() {
         assert_eq!(parse_worker_id(""), Ok(None));
         assert_eq!(parse_worker_id("-1"), Ok(None));
