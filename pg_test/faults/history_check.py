@@ -174,19 +174,21 @@ def check(history, promotions=(), epoch_ms=0, skew_ms=1000, offsets=None):
 def _across_promotions(history, promotions):
     """After a synchronous promotion, every id the promoted server hands out is above every id the
     old primary handed out (and saw come back) before it."""
+    calls = defaultdict(list)  # (server, timeline, kind) -> the ids handed out by SELECT
+    for i in history:
+        if not i.stored:
+            calls[(i.server, i.timeline, i.kind)].append(i)
     problems = []
     for p in promotions:
         if not p.synchronous:
             continue
         for kind in ("snowflake", "uuid"):
-            before = [i for i in history if not i.stored and i.kind == kind and i.server == p.old_primary
-                      and i.timeline == p.old_timeline and i.finished_ms < p.at_ms]
+            before = [i for i in calls[(p.old_primary, p.old_timeline, kind)] if i.finished_ms < p.at_ms]
             if not before:
                 continue
             top = max(before, key=lambda i: i.value)
-            for i in history:
-                if (not i.stored and i.kind == kind and i.server == p.server and i.timeline == p.timeline
-                        and i.started_ms > p.at_ms and i.value <= top.value):
+            for i in calls[(p.server, p.timeline, kind)]:
+                if i.started_ms > p.at_ms and i.value <= top.value:
                     problems.append(f"after the failover to {p.server} (timeline {p.timeline}) at {p.at_ms:.0f} ms: "
                                     f"{_describe(i)} is not above {_describe(top)}, handed out by the old primary "
                                     "before it")

@@ -200,8 +200,10 @@ def schedule_seeds(m, args, pg_bin, venv, version):
 
 
 def chaos_schedule(seed):
-    sys.path.insert(0, os.path.join(ROOT, "pg_test", "faults"))
-    sys.path.insert(0, os.path.join(ROOT, "pg_test"))
+    """The faults the 40-second schedule draws for a seed (chaos.py, imported once)."""
+    for folder in (os.path.join(ROOT, "pg_test"), os.path.join(ROOT, "pg_test", "faults")):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     import chaos
     return chaos.schedule(seed, 40)
 

@@ -136,7 +136,7 @@ pub fn check_epoch(epoch_unix_ms: u64) -> Result<u64, String> {
 /// and every one that failed and had to be tried again. Counted per thread in tests only (the
 /// structural tests assert the design's bound on 2 cores, where rates hide contention); nothing
 /// at all in the extension.
-pub mod probe {
+pub(crate) mod probe {
     #[cfg(test)]
     thread_local! {
         static COUNTS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
