@@ -1038,6 +1038,8 @@ def main(argv=None):
     ap.add_argument("--rate", type=int, default=0,
                     help="rows a second each writer's pgbench inserts at most (pgbench -R); 0: as fast as it can")
     ap.add_argument("--pause-ms", type=float, default=2.0, help="each SELECT client's pause between calls")
+    ap.add_argument("--keep-data", action="store_true",
+                    help="a run that fails or breaks off keeps its servers' data folders, not only their logs")
     ap.add_argument("--schedule-only", action="store_true", help="print the schedule and stop")
     args = ap.parse_args(argv)
     if args.seed is None:
@@ -1057,9 +1059,10 @@ def main(argv=None):
         for s in run.servers.values():
             for line in log_lines(s.log_file, ("",), 15):
                 print(f"  {s.name}: {line}", file=sys.stderr)
-        raise
-    finally:
         run.close()
+        drop_data(run, args)
+        raise
+    run.close()
     s = summary(args, faults, run, report, history, stuck)
     md = markdown(s, report, run.fault_log)
     if args.out:
@@ -1075,14 +1078,26 @@ def main(argv=None):
     print(json.dumps(s))
     if not report.ok():
         print(md, file=sys.stderr)
-        print(f"chaos: {len(report.violations)} violations; replay with: bash pg_test/faults/run {s['command']}",
-              file=sys.stderr)
+        print(f"chaos: {len(report.violations)} violations; the servers' logs are kept in {base}; "
+              f"replay with: bash pg_test/faults/run {s['command']}", file=sys.stderr)
+        drop_data(run, args)
         return 1
     if any(e["outcome"].startswith("failed") for e in run.fault_log):
-        print(f"chaos: a fault failed; the servers' folders and logs are kept in {base}", file=sys.stderr)
+        print(f"chaos: a fault failed; the servers' logs are kept in {base}", file=sys.stderr)
+        drop_data(run, args)
         return 0
     shutil.rmtree(base, ignore_errors=True)
     return 0
+
+
+def drop_data(run, args):
+    """A run that is kept keeps its logs (a few MB), not its data folders: with wal_keep_size each
+    server holds 100-300 MB, and the runs that are meant to fail (a planted bug, a mutant) would
+    otherwise leave half a gigabyte to a gigabyte each in /tmp; --keep-data keeps them."""
+    if args.keep_data:
+        return
+    for s in run.servers.values():
+        shutil.rmtree(s.data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
