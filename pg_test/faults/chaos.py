@@ -20,7 +20,10 @@ The load, on both writers at once until the schedule ends: pgbench clients inser
 keys are DEFAULT snowflake_next() and uuid_v7() (no unique constraint anywhere: a duplicate is
 stored and found, never refused), restarted against the current primary whenever they fail; and
 client threads that hand out ids by SELECT, noting each with the server, its timeline (its
-promotions, counted here) and the client's clock around the call. Those never reach a table.
+promotions, counted here) and the client's clock around the call. Those never reach a table. One
+SELECT client per writer reaches it over TCP through a relay of its own, which client_cut holds
+or drops mid-call. Each row names its writer and that writer's timeline (chaos.timeline, set
+before a promoted server takes its first write), so a row found on many servers is one hand-out.
 
 The faults (KINDS), each logged with when it was due, began and ended: kill -9 of a client backend,
 kill -9 of a postmaster (and its children, as a machine crash leaves nothing), an immediate stop
@@ -28,12 +31,14 @@ and restart, a clock step (libfaketime's live offset, any of -2..+2 s; the regis
 idgen.max_clock_skew, the registry's documented assumption), a clock set back 10 to 30
 s and then the server crashed (clock_back_crash) or, on the synchronous standby, failed over to
 (clock_back_failover): steps larger than a restart or a promotion takes, sized to land among the
-ids the writer issued since its last start (BACK_SHARE), so that a server that forgot its horizon
-would hand out its old ids again; a failover, a cut link
-(held: nothing passes; or dropped: connections closed and refused), a registry outage, and a
-slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without). Faults on
-one server wait for each other (a server is restarted by one fault at a time); everything else
-overlaps: a clock step or a cut link lands in the middle of a failover.
+ids the writer issued since its last start or the load's (BACK_SHARE), so that a server that forgot
+its horizon would hand out its old ids again (every schedule holds one on w3: ALWAYS); a failover
+to the synchronous standby, or to the asynchronous one (failover_async: the documented gap, which
+the checker excuses by name, id by id), a cut link (held: nothing passes; or dropped: connections
+closed and refused), a SELECT client's link cut mid-call, a registry outage, and a slow horizon
+push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without). Faults on one server
+wait for each other (a server is restarted by one fault at a time); everything else overlaps: a
+clock step or a cut link lands in the middle of a failover.
 
 The schedule is a pure function of (seed, seconds): the same seed gives the same faults at the
 same times against the same roles. What the load does between them is not replayed: this is a
@@ -99,12 +104,22 @@ KINDS = {
     "clock_back_crash": ("primary", "w2", "w3"),
     "clock_back_failover": ("sync",),
     "failover": ("primary",),
+    "failover_async": ("async",),
     "link_cut": ("sync", "async"),
+    "client_cut": ("primary", "w2", "w3"),
     "registry_outage": ("registry",),
     "slow_push": ("primary", "w2", "w3"),
 }
+# Every schedule has at least one of each of these, at a time drawn from the seed if the draw left it
+# out: a clock set back on w3 and crashed is what shows a server that forgot its horizon (w3 has no
+# registry to resume above), and without it 7 of 10 seeds missed the horizon switched off.
+ALWAYS = (("clock_back_crash", "w3"),)
+# issuer: the server that wrote the row; tl: its timeline as the run counts them (chaos.timeline,
+# set by the run before the server takes its first write on a new one), so that a row found on
+# several servers is one hand-out and the same id written on two timelines is two.
 TABLE = """CREATE TABLE events (id bigint NOT NULL DEFAULT snowflake_next(), u uuid NOT NULL DEFAULT uuid_v7(),
-                                issuer text NOT NULL DEFAULT current_setting('cluster_name'))"""
+                                issuer text NOT NULL DEFAULT current_setting('cluster_name'),
+                                tl int NOT NULL DEFAULT current_setting('chaos.timeline', true)::int)"""
 INSERT = "INSERT INTO events DEFAULT VALUES;\n"
 
 
@@ -113,13 +128,16 @@ class Fault:
     at_s: float  # when it is due, from the start of the load
     kind: str
     target: str  # a role: primary, sync, async, w2, sub, registry
-    amount: float  # s held (link_cut, registry_outage, slow_push), the new offset (clock_step), s back (clock_back_*)
-    mode: str = ""  # link_cut: hold or drop
+    amount: float  # s held (link_cut, client_cut, registry_outage, slow_push), the new offset (clock_step),
+    #                s back (clock_back_*)
+    mode: str = ""  # link_cut, client_cut: hold or drop
 
 
 def schedule(seed, seconds, mean_gap_s=3.0):
     """The faults of a run: a pure function of (seed, seconds). Gaps are exponential (so faults
-    bunch up and overlap), the last one due 5 s before the end."""
+    bunch up and overlap), the last one due 5 s before the end. A fault of ALWAYS that the draw
+    left out (or drew only in the run's first quarter, too early to land among ids issued since
+    the load began) is added at a time drawn in the middle half of the run."""
     rng = random.Random(seed)
     kinds = sorted(KINDS)
     faults, t = [], rng.uniform(1.0, 3.0)
@@ -131,7 +149,7 @@ def schedule(seed, seconds, mean_gap_s=3.0):
             amount = rng.uniform(-MAX_OFFSET_S, MAX_OFFSET_S)
         elif kind in ("clock_back_crash", "clock_back_failover"):
             amount = rng.uniform(*BACK_S)
-        elif kind == "link_cut":
+        elif kind in ("link_cut", "client_cut"):
             amount, mode = rng.uniform(0.5, 4.0), rng.choice(("hold", "drop"))
         elif kind == "registry_outage":
             amount = rng.uniform(2.0, 8.0)
@@ -141,7 +159,12 @@ def schedule(seed, seconds, mean_gap_s=3.0):
             amount = 0.0
         faults.append(Fault(round(t, 3), kind, target, round(amount, 3), mode))
         t += rng.expovariate(1.0 / mean_gap_s)
-    return faults
+    for kind, target in ALWAYS:
+        if seconds > 10 and not any(f.kind == kind and f.target == target and f.at_s >= 0.25 * seconds
+                                    for f in faults):
+            at = rng.uniform(0.25 * seconds, min(0.75 * seconds, seconds - 5))
+            faults.append(Fault(round(at, 3), kind, target, round(rng.uniform(*BACK_S), 3)))
+    return sorted(faults, key=lambda f: f.at_s)
 
 
 # ---- the link a standby reaches its primary by ------------------------------------------------
@@ -445,6 +468,7 @@ class Run:
         self.stop_at = None
         self.servers = {}
         self.relays = {}
+        self.client_relays = {}  # role -> the relay one SELECT client reaches that role's server by (client_cut)
         self.roles = {}  # primary / sync / async -> a, b or c
         self.timeline = {name: 1 for name in (*LINEAGE, "w2", "w3")}  # promotions counted here
         self.promotions = []
@@ -491,7 +515,7 @@ class Run:
                     f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user={user}'",
                     "idgen.lease = '3s'", f"idgen.max_clock_skew = '{SKEW_MS}ms'"]
 
-        common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on",
+        common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on", "chaos.timeline = 1",
                   "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
                   "hot_standby = on", "fsync = off",
                   "log_min_messages = warning", "wal_keep_size = '256MB'",
@@ -516,11 +540,11 @@ class Run:
             s.start()
         self.relays["a"] = Relay(a.port)  # a's own, for when it is a standby
         # Synchronous from here on (before, a commit would have waited for a standby not yet
-        # made); a and b can each be the synchronous standby of the other, c never is.
-        for name in LINEAGE:
-            s = self.servers[name]
-            s.own.append("synchronous_standby_names = 'FIRST 1 (a, b)'")
-            s.write_own(None if name == "a" else self.relays[name].port)
+        # made): the primary names its synchronous standby, and a failover names the new one
+        # (the old primary after a failover to the synchronous standby; after one to the
+        # asynchronous standby, the old synchronous one).
+        self._own_set(a, "synchronous_standby_names", "'FIRST 1 (b)'")
+        a.write_own()
         subprocess.run([a.bin("pg_ctl"), "reload", "-D", a.data_dir], capture_output=True, check=True)
         if self.args.plant == "shared-worker-id":
             w2_conf = [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 1"]
@@ -548,11 +572,15 @@ class Run:
         sub.initdb()
         sub.write_own()
         sub.start()
-        sub.q("CREATE TABLE events (id bigint NOT NULL, u uuid NOT NULL, issuer text NOT NULL)")
+        sub.q("CREATE TABLE events (id bigint NOT NULL, u uuid NOT NULL, issuer text NOT NULL, tl int NOT NULL)")
         sub.q(f"CREATE SUBSCRIPTION chaos CONNECTION 'host={w2.socket_dir} port={w2.port} user=postgres "
               "dbname=postgres' PUBLICATION chaos WITH (copy_data = false)")
         _wait(lambda: a.q("SELECT 1 FROM pg_stat_replication WHERE application_name = 'b' AND sync_state = 'sync'"),
               "b as the synchronous standby", 60)
+
+    @staticmethod
+    def _own_set(s, key, value):
+        s.own = [line for line in s.own if not line.startswith(f"{key} =")] + [f"{key} = {value}"]
 
     # -- load ---------------------------------------------------------------------------------
     def writer(self, role):
@@ -563,15 +591,22 @@ class Run:
         with self.history_lock:
             self.errors[key] = self.errors.get(key, 0) + 1
 
-    def select_client(self, role):
-        """Hands out ids by SELECT against the role's current server, noting each."""
+    def select_client(self, role, relay=None):
+        """Hands out ids by SELECT against the role's current server, noting each; through the
+        relay (TCP), if given, which client_cut holds or drops mid-call."""
+        import psycopg2
         while not self.stopping.is_set():
             with self.topology:
                 name = self.writer(role)
                 timeline = self.timeline[name]
             server = self.servers[name]
             try:
-                conn = server.connect(timeout=2)
+                if relay is None:
+                    conn = server.connect(timeout=2)
+                else:
+                    conn = psycopg2.connect(host="127.0.0.1", port=relay.port, user="postgres", dbname="postgres",
+                                            connect_timeout=2)
+                    conn.autocommit = True
             except Exception as e:
                 self._count_error(name, e)
                 time.sleep(0.2)
@@ -714,10 +749,12 @@ class Run:
         self._set_clock(name, f.amount, settle=False)
         return f"{name}: clock now {f.amount:+.3f} s"
 
-    @staticmethod
-    def _back_s(f, writer):
-        """How far back: the drawn amount, sized to land among what the writer issued since its start."""
-        return max(MIN_BACK_S, min(f.amount, BACK_SHARE * (time.monotonic() - writer.started_at)))
+    def _back_s(self, f, writer):
+        """How far back: the drawn amount, sized to land among what the writer issued since its
+        last start or since the load began, whichever is later (its first start comes well before
+        the load: a step sized by it alone could land below every id it issued, as seed 1008's did)."""
+        issuing_since = max(writer.started_at, self.t0)
+        return max(MIN_BACK_S, min(f.amount, BACK_SHARE * (time.monotonic() - issuing_since)))
 
     def do_clock_back_crash(self, f):
         with self._locked(f.target) as s:
@@ -743,6 +780,15 @@ class Run:
         relay.restore()
         return f"{name}: link {f.mode} for {f.amount} s"
 
+    def do_client_cut(self, f):
+        """The link between one SELECT client and its server held (the call hangs, then goes on) or
+        dropped (the call fails, its id, if one was made, is never seen) mid-call."""
+        relay = self.client_relays[f.target]
+        relay.hold() if f.mode == "hold" else relay.drop()
+        time.sleep(f.amount)
+        relay.restore()
+        return f"{f.target}'s client link {f.mode} for {f.amount} s"
+
     def do_registry_outage(self, f):
         reg = self.servers["registry"]
         with reg.lock:
@@ -766,8 +812,18 @@ class Run:
                 s.env_vars.pop("IDGEN_TEST_PUSH_DELAY_MS", None)
 
     def do_failover(self, f):
+        return self._failover(synchronous=True)
+
+    def do_failover_async(self, f):
+        return self._failover(synchronous=False)
+
+    def _failover(self, synchronous):
+        """Promotes the synchronous standby, or the asynchronous one: ids the old primary handed
+        out past the last horizon that standby replayed may then come again, the documented gap,
+        which the checker excuses by name (and nothing else)."""
         with self.topology:  # no client connects and no role resolves while the roles move
-            old, new, other = (self.servers[self.roles[r]] for r in ("primary", "sync", "async"))
+            old, sync, other = (self.servers[self.roles[r]] for r in ("primary", "sync", "async"))
+            new, other = (sync, other) if synchronous else (other, sync)
             locks = sorted((old, new, other), key=lambda s: s.name)
             for s in locks:
                 s.lock.acquire()
@@ -779,19 +835,32 @@ class Run:
                 subprocess.run([new.bin("pg_ctl"), "promote", "-D", new.data_dir, "-w", "-t", "60"],
                                capture_output=True, text=True, check=True)
                 _wait(lambda: not new.one("SELECT pg_is_in_recovery()"), f"{new.name} out of recovery", 60)
+                # no id has been handed out here yet: its horizon is the highest it replayed
+                replayed_ms = new.one("SELECT (extract(epoch FROM horizon) * 1000)::bigint FROM idgen_stats()")
                 self.timeline[new.name] += 1
-                # synchronous: the checker excuses no duplicate across it, so the replayed horizon (what
-                # an asynchronous failover's excuse is proved by) is not needed
+                # its rows name the new timeline, and it names its synchronous standby, before any
+                # client reaches it (the roles move below)
+                new_sync = old if synchronous else other
+                self._own_set(new, "chaos.timeline", self.timeline[new.name])
+                self._own_set(new, "synchronous_standby_names", f"'FIRST 1 ({new_sync.name})'")
+                new.write_own()
+                subprocess.run([new.bin("pg_ctl"), "reload", "-D", new.data_dir], capture_output=True, check=True)
+                tl = str(self.timeline[new.name])
+                _wait(lambda: new.one("SELECT current_setting('chaos.timeline')") == tl,
+                      f"{new.name} reloaded", 30)
                 self.promotions.append(history_check.Promotion(new.name, self.timeline[new.name], at, old.name,
-                                                               self.timeline[old.name], True, 0))
-                self.roles = {"primary": new.name, "sync": old.name, "async": other.name}
-                for relay in self.relays.values():
+                                                               self.timeline[old.name], synchronous, replayed_ms))
+                self.roles = {"primary": new.name, "sync": new_sync.name,
+                              "async": other.name if synchronous else old.name}
+                for relay in (*self.relays.values(), self.client_relays["primary"]):
                     relay.point_at(new.port)
-                how = [f"{old.name} -> {new.name}"]
+                how = [f"{old.name} -> {new.name}" + ("" if synchronous else f" (asynchronous; it had replayed "
+                                                                              f"the horizon to {replayed_ms} ms)")]
                 how.append(self._reattach(old, new))
-                # the asynchronous standby may have received WAL the synchronous one had not (commits
-                # wait for the synchronous standby, WAL goes to both): then it cannot follow the new
-                # timeline and needs pg_rewind too
+                # a standby not promoted may have received WAL the promoted one had not (after a
+                # failover to the synchronous standby, the asynchronous one can be ahead; after one to
+                # the asynchronous standby, the synchronous one always is): then it cannot follow the
+                # new timeline and needs pg_rewind too
                 if not _wait_quietly(lambda: follows(other, new), 10):
                     how.append(self._reattach(other, new))
                 return "; ".join(how)
@@ -804,7 +873,7 @@ class Run:
             # the rows a rewind or a rebuild is about to discard were handed out all the same: keep
             # them for the checker (a standby that cannot follow holds rows no other server has)
             with contextlib.suppress(Exception):
-                rows = s.q("SELECT id, u::text, issuer FROM events", timeout_s=120)
+                rows = s.q("SELECT id, u::text, issuer, tl FROM events", timeout_s=120)
                 self.rows_read += len(rows)
                 self.rows_read_before_rewinds += len(rows)
                 self.salvaged.update(rows)
@@ -830,7 +899,7 @@ class Run:
         """Every server up, every standby following the primary's timeline and replayed to its end,
         the subscriber caught up. A standby that does not follow or does not catch up is re-attached
         (what the run's last failover may have left), and said in the report's healing notes."""
-        for relay in self.relays.values():
+        for relay in (*self.relays.values(), *self.client_relays.values()):
             relay.restore()
         for name in ("registry", "a", "b", "c", "w2", "w3", "sub"):
             s = self.servers[name]
@@ -866,17 +935,17 @@ class Run:
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
         found = set(self.salvaged)  # a row's copies (standbys, the subscriber) are one hand-out: read once
         for name in ("a", "b", "c", "w2", "w3", "sub"):
-            rows = self.servers[name].q("SELECT id, u::text, issuer FROM events", timeout_s=600)
+            rows = self.servers[name].q("SELECT id, u::text, issuer, tl FROM events", timeout_s=600)
             self.rows_read += len(rows)
             found.update(rows)
         w2_ids = sorted(self.w2_worker_ids)
         out = []
-        for sid, u, issuer in found:
+        for sid, u, issuer, tl in found:
             worker = 1 if issuer in LINEAGE else 3 if issuer == "w3" else (w2_ids[0] if len(w2_ids) == 1 else None)
             if self.args.plant == "shared-worker-id" and issuer == "w2":
                 worker = 1
-            out.append(history_check.Issued(issuer, 0, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
-            out.append(history_check.Issued(issuer, 0, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
+            out.append(history_check.Issued(issuer, tl, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
+            out.append(history_check.Issued(issuer, tl, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
         return out
 
     def go(self):
@@ -891,6 +960,10 @@ class Run:
         self.stop_at = self.t0 + self.args.seconds
         load = [threading.Thread(target=self.select_client, args=(r,), daemon=True)
                 for r in ("primary", "primary", "w2", "w2", "w3")]
+        with self.topology:
+            for r in ("primary", "w2", "w3"):
+                self.client_relays[r] = Relay(self.servers[self.writer(r)].port)
+                load.append(threading.Thread(target=self.select_client, args=(r, self.client_relays[r]), daemon=True))
         load += [threading.Thread(target=self.pgbench_keeper, args=(r, script), daemon=True)
                  for r in ("primary", "w2", "w3")]
         load.append(threading.Thread(target=self.lease_watch, daemon=True))
@@ -921,7 +994,7 @@ class Run:
 
     def close(self):
         self.stopping.set()
-        for relay in self.relays.values():
+        for relay in (*self.relays.values(), *self.client_relays.values()):
             relay.close()
         for s in self.servers.values():
             try:

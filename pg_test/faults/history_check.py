@@ -112,11 +112,17 @@ def _describe(i):
 
 
 def _excuse(first, second, promotions, epoch_ms):
-    """The documented case that covers this pair, or None."""
+    """The documented case that covers this pair, or None: first handed out by the old primary
+    before an asynchronous promotion, past the horizon the promoted standby had replayed, and
+    second by the promoted server after it. A stored row's timeline says which side it is on (the
+    old primary was stopped before the promotion and never writes on its old timeline again; the
+    promoted server writes on its new one only after it), a call's times say so for a call."""
     for p in promotions:
         if (not p.synchronous and first.server == p.old_primary and first.timeline == p.old_timeline
-                and first.finished_ms <= p.at_ms and second.server == p.server and second.timeline == p.timeline
-                and second.started_ms >= p.at_ms and issued_ms(first, epoch_ms) > p.replayed_horizon_ms):
+                and first.finished_ms <= p.at_ms  # a stored row's times are 0: always before
+                and second.server == p.server and second.timeline == p.timeline
+                and (second.stored or second.started_ms >= p.at_ms)
+                and issued_ms(first, epoch_ms) > p.replayed_horizon_ms):
             return (f"asynchronous failover to {p.server} (timeline {p.timeline}) at {p.at_ms:.0f} ms: the id was "
                     f"handed out by {p.old_primary} past the horizon the standby had replayed "
                     f"({p.replayed_horizon_ms} ms), the documented gap")
@@ -134,14 +140,17 @@ def check(history, promotions=(), epoch_ms=0, skew_ms=1000, offsets=None):
     for (kind, value), issued in seen.items():
         if len(issued) < 2:
             continue
-        # a stored row names the server that wrote it, so the same row found again on a standby or a
-        # subscriber is one hand-out; every call by SELECT is one of its own
-        distinct = list({(i.server, True) if i.stored else (i.server, False, i.started_ms, i.finished_ms): i
+        # a stored row names the server that wrote it and its timeline, so the same row found again on
+        # a standby or a subscriber is one hand-out; every call by SELECT is one of its own
+        distinct = list({(i.server, i.timeline, True) if i.stored else (i.server, False, i.started_ms, i.finished_ms): i
                          for i in issued}.values())
         if len(distinct) < 2:
             continue
         distinct.sort(key=lambda i: i.started_ms)
-        why = _excuse(distinct[0], distinct[1], promotions, epoch_ms) if len(distinct) == 2 else None
+        why = None
+        if len(distinct) == 2:
+            why = (_excuse(distinct[0], distinct[1], promotions, epoch_ms)
+                   or _excuse(distinct[1], distinct[0], promotions, epoch_ms))
         if why:
             report.excused.append((why, tuple(distinct)))
         else:

@@ -25,10 +25,20 @@ def test_a_schedule_is_ordered_bounded_and_draws_only_known_faults():
         assert f.target in chaos.KINDS[f.kind], f
         if f.kind == "clock_step":
             assert -chaos.MAX_OFFSET_S <= f.amount <= chaos.MAX_OFFSET_S
-        if f.kind == "link_cut":
+        if f.kind in ("link_cut", "client_cut"):
             assert f.mode in ("hold", "drop") and f.amount > 0
         if f.kind in ("clock_back_crash", "clock_back_failover"):
             assert chaos.BACK_S[0] <= f.amount <= chaos.BACK_S[1]
+
+
+def test_every_schedule_sets_w3s_clock_back_and_crashes_it():
+    """w3 has no registry: a clock set back on it and a crash is what shows a server that forgot
+    its horizon, and make test's 40-second schedule must hold one whatever the seed, late enough
+    that the step lands among the ids it issued since the load began."""
+    for seed in range(200):
+        hits = [f for f in chaos.schedule(seed, 40) if (f.kind, f.target) == ("clock_back_crash", "w3")]
+        assert hits, seed
+        assert any(f.at_s >= 10 for f in hits), (seed, hits)
 
 
 def test_clocks_are_set_back_further_than_a_restart_or_a_promotion_takes():
