@@ -7,6 +7,7 @@
 //! without sleeping; property tests pin the laws (round trips, ordering, no duplicates under any
 //! clock sequence) and loom checks the generator's lock-free protocol.
 //!
+//! - [`layout`]: the snowflake layouts a fleet may choose (bit split, time unit), checked;
 //! - [`snowflake`]: the 64-bit layout and the generator's state machine;
 //! - [`horizon`]: the persisted high-water mark's rules and its file;
 //! - [`uuid7`]: the RFC 9562 v7 layout, its ordering word and the fork-safe random stream;
@@ -17,6 +18,7 @@
 pub mod base62;
 pub mod horizon;
 pub mod key_file;
+pub mod layout;
 pub mod lease;
 pub mod snowflake;
 pub mod uuid7;
