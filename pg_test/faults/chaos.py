@@ -27,18 +27,18 @@ before a promoted server takes its first write), so a row found on many servers 
 
 The faults (KINDS), each logged with when it was due, began and ended: kill -9 of a client backend,
 kill -9 of a postmaster (and its children, as a machine crash leaves nothing), an immediate stop
-and restart, a clock step (libfaketime's live offset, any of -2..+2 s; the registry's too, within
-idgen.max_clock_skew, the registry's documented assumption), a clock set back 10 to 30
-s and then the server crashed (clock_back_crash) or, on the synchronous standby, failed over to
-(clock_back_failover): steps larger than a restart or a promotion takes, sized to land among the
-ids the writer issued since its last start or the load's (BACK_SHARE), so that a server that forgot
-its horizon would hand out its old ids again (every schedule holds one on w3: ALWAYS); a failover
-to the synchronous standby, or to the asynchronous one (failover_async: the documented gap, which
-the checker excuses by name, id by id), a cut link (held: nothing passes; or dropped: connections
-closed and refused), a SELECT client's link cut mid-call, a registry outage, and a slow horizon
-push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without). Faults on one server
-wait for each other (a server is restarted by one fault at a time); everything else overlaps: a
-clock step or a cut link lands in the middle of a failover.
+and restart, a clock step (libfaketime's live offset moved by -2..+2 s from where it stands; the
+registry's set within -2..+2 s, inside idgen.max_clock_skew, the registry's documented assumption),
+a clock set back 10 to 30 s and then the server crashed (clock_back_crash) or, on the synchronous
+standby, failed over to (clock_back_failover): steps larger than a restart or a promotion takes,
+sized to land among the ids the writer issued since its last start or the load's (BACK_SHARE), so
+that a server that forgot its horizon would hand out its old ids again (every schedule holds one on
+w3: ALWAYS); a failover to the synchronous standby, or to the asynchronous one (failover_async: the
+documented gap, which the checker excuses by name, id by id), a cut link (held: nothing passes; or
+dropped: connections closed and refused), a SELECT client's link cut mid-call, a registry outage,
+and a slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without).
+Faults on one server wait for each other (a server is restarted by one fault at a time); everything
+else overlaps: a clock step or a cut link lands in the middle of a failover.
 
 The schedule is a pure function of (seed, seconds): the same seed gives the same faults at the
 same times against the same roles. What the load does between them is not replayed: this is a
@@ -129,7 +129,7 @@ class Fault:
     at_s: float  # when it is due, from the start of the load
     kind: str
     target: str  # a role: primary, sync, async, w2, sub, registry
-    amount: float  # s held (link_cut, client_cut, registry_outage, slow_push), the new offset (clock_step),
+    amount: float  # s held (link_cut, client_cut, registry_outage, slow_push), the step (clock_step),
     #                s back (clock_back_*)
     mode: str = ""  # link_cut, client_cut: hold or drop
 
@@ -755,9 +755,14 @@ class Run:
         self.servers[name].clock.set(f"{offset_s:+.3f}", settle=settle)
 
     def do_clock_step(self, f):
+        """A writer's or a standby's clock moves by the amount from where it stands, so that a step
+        back a clock_back fault made is not undone by chance (seed 1005 once set w3's clock
+        back 10 s and, while w3 restarted, a step put it at +1.6 s: the step back came to
+        nothing). The registry's is set to the amount: it stays within the skew it assumes."""
         name = self.resolve(f.target)
-        self._set_clock(name, f.amount, settle=False)
-        return f"{name}: clock now {f.amount:+.3f} s"
+        offset = f.amount if name == "registry" else self.offset_now.get(name, 0.0) + f.amount
+        self._set_clock(name, offset, settle=False)
+        return f"{name}: clock now {offset:+.3f} s"
 
     def _back_s(self, f, writer):
         """How far back: the drawn amount, sized to land among what the writer issued since its
