@@ -504,6 +504,54 @@ mod tests {
     }
 
     #[test]
+    fn errors_say_what_went_wrong() {
+        let texts: Vec<String> = [
+            Error::BadAlphabet("it must be ASCII".into()),
+            Error::Negative(-7),
+            Error::BadWidth(65),
+            Error::TooWide {
+                digits: 2,
+                width: 1,
+            },
+            Error::Empty,
+            Error::BadCharacter {
+                character: '-',
+                position: 3,
+            },
+            Error::Overflow,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            texts,
+            [
+                "invalid base62 alphabet: it must be ASCII",
+                "cannot base62-encode a negative number (-7)",
+                "base62 width 65 is out of range 0..64",
+                "the value needs 2 base62 digits, more than width 1",
+                "cannot decode an empty base62 code",
+                "invalid base62 character '-' at position 3",
+                "base62 code is out of range for the result type",
+            ]
+        );
+    }
+
+    /// The SQL layer caches an alphabet and compares it with the argument by these bytes: they
+    /// are the text it was made from, the digit of value n at index n.
+    #[test]
+    fn as_bytes_is_the_alphabet_in_digit_order() {
+        let default = Alphabet::default_alphabet();
+        assert_eq!(default.as_bytes(), DEFAULT_ALPHABET.as_bytes());
+        let article = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        let a = Alphabet::new(article).unwrap();
+        assert_eq!(a.as_bytes(), article);
+        for (n, &digit) in a.as_bytes().iter().enumerate() {
+            assert_eq!(encode(n as i64, 0, &a).unwrap().as_bytes(), [digit]);
+        }
+    }
+
+    #[test]
     fn bad_alphabets_are_refused() {
         assert!(matches!(Alphabet::new(b"abc"), Err(Error::BadAlphabet(_))));
         let dup = format!("{}0", &DEFAULT_ALPHABET[..61]);

@@ -291,6 +291,195 @@ mod tests {
         );
     }
 
+    /// The counter of an id, as the layout places it: the 12 bits of rand_a, then the first 10
+    /// of rand_b.
+    fn counter_of(id: &[u8; 16]) -> u64 {
+        let id = u128::from_be_bytes(*id);
+        ((((id >> 64) & 0xfff) << 10) | ((id >> RANDOM_BITS) & 0x3ff)) as u64
+    }
+
+    /// Each millisecond the clock moves to is started at the clock's millisecond, never later,
+    /// with a counter below 2^21 = 2,097,152 (the module's promise: at least 2^21 ids of room
+    /// before a carry), and the starts spread over that range.
+    #[test]
+    fn each_millisecond_starts_at_the_clock_with_a_counter_below_2_pow_21() {
+        let word = AtomicU64::new(0);
+        let mut rng = rng();
+        let mut high_half = 0;
+        for i in 0..200 {
+            let id = next(&word, T0 + i, &mut rng);
+            assert_eq!(timestamp_ms(&id), Some(T0 + i), "id {i}");
+            let counter = counter_of(&id);
+            assert!(counter < 2_097_152, "id {i}: counter {counter}");
+            high_half += u32::from(counter >= 1 << 20);
+            // The word now holds this millisecond's next id: its counter counts on from there.
+            let again = next(&word, T0 + i, &mut rng);
+            assert_eq!(
+                (timestamp_ms(&again), counter_of(&again)),
+                (Some(T0 + i), counter + 1)
+            );
+        }
+        assert!(
+            (50..150).contains(&high_half),
+            "{high_half} of 200 starts at or above 2^20"
+        );
+    }
+
+    /// After 2109 (2^42 ms) the word has no room for more milliseconds: the UUIDs stay in its
+    /// last millisecond and keep counting up there, still in order, instead of wrapping.
+    #[test]
+    fn past_42_bits_of_milliseconds_the_word_stays_in_its_last_one() {
+        let last = (1u64 << 42) - 1;
+        let word = AtomicU64::new(0);
+        let mut rng = rng();
+        let mut prev = [0u8; 16];
+        for now in [last, last + 1, 1 << 43, MAX_UNIX_MS] {
+            for _ in 0..500 {
+                let id = next(&word, now, &mut rng);
+                assert_eq!(timestamp_ms(&id), Some(last));
+                assert!(id > prev);
+                prev = id;
+            }
+        }
+        // raise_past saturates the same way: a horizon past 2^42 ms still raises the word.
+        let fresh = AtomicU64::new(0);
+        raise_past(&fresh, MAX_UNIX_MS);
+        assert_eq!(timestamp_ms(&next(&fresh, T0, &mut rng)), Some(last));
+    }
+
+    /// A UUID of any other variant than RFC 9562's (top bits of byte 8: 10) is neither a v7
+    /// nor a v1 one, whatever its version nibble says.
+    #[test]
+    fn only_the_rfc_variant_has_a_timestamp() {
+        let v7 = compose(T0, 1, 2);
+        let mut v1 = [0u8; 16];
+        v1[6] = 0x10;
+        v1[8] = 0x80;
+        assert!(is_rfc_variant(&v7) && is_rfc_variant(&v1));
+        assert_eq!(timestamp_ms(&v7), Some(T0));
+        assert!(v1_timestamp_us(&v1).is_some());
+        // NCS (0x), Microsoft (110) and reserved (111)
+        for top in [0x00u8, 0x40, 0xc0, 0xe0] {
+            let (mut w7, mut w1) = (v7, v1);
+            w7[8] = top | (v7[8] & 0x1f);
+            w1[8] = top;
+            assert!(!is_rfc_variant(&w7), "{top:#x}");
+            assert_eq!(timestamp_ms(&w7), None, "{top:#x}");
+            assert_eq!(v1_timestamp_us(&w1), None, "{top:#x}");
+        }
+    }
+
+    /// Known version-1 UUIDs: RFC 9562's example (appendix A.1, 2022-02-22 14:22:22 -05:00),
+    /// the first instant of the Gregorian calendar, 1.5 us after and before 1970, and the
+    /// largest 60-bit count.
+    #[test]
+    fn v1_timestamps_decode_known_uuids() {
+        let rfc = uuid::Uuid::parse_str("C232AB00-9414-11EC-B3C8-9F6BDECED846").unwrap();
+        assert_eq!(v1_timestamp_us(rfc.as_bytes()), Some(1_645_557_742_000_000));
+        let (secs, nanos) = rfc.get_timestamp().unwrap().to_unix();
+        assert_eq!((secs, nanos), (1_645_557_742, 0), "the uuid crate agrees");
+        let v1 = |ticks: u64| {
+            *uuid::Builder::from_gregorian_timestamp(ticks, 0x1234, &[1, 2, 3, 4, 5, 6])
+                .into_uuid()
+                .as_bytes()
+        };
+        // 1582-10-15 00:00 UTC
+        assert_eq!(v1_timestamp_us(&v1(0)), Some(-12_219_292_800_000_000));
+        assert_eq!(v1_timestamp_us(&v1(GREGORIAN_TO_UNIX_100NS + 15)), Some(1));
+        // before 1970 it rounds down, towards the past: 1.5 us before falls in microsecond -2
+        assert_eq!(v1_timestamp_us(&v1(GREGORIAN_TO_UNIX_100NS - 15)), Some(-2));
+        // the largest 60-bit count: every field of the timestamp in use
+        let max = (1u64 << 60) - 1;
+        assert_eq!(
+            v1_timestamp_us(&v1(max)),
+            Some(((max - GREGORIAN_TO_UNIX_100NS) / 10) as i64)
+        );
+    }
+
+    #[test]
+    fn at_makes_a_v7_uuid_of_the_given_time_with_fresh_random_bits() {
+        let mut rng = rng();
+        let a = at(T0, &mut rng);
+        let b = at(T0, &mut rng);
+        for id in [a, b] {
+            assert_eq!(version(&id), 7);
+            assert!(is_rfc_variant(&id));
+            assert_eq!(timestamp_ms(&id), Some(T0));
+        }
+        assert_ne!(a, b, "the counter and random bits are drawn for each");
+        assert_eq!(timestamp_ms(&at(MAX_UNIX_MS, &mut rng)), Some(MAX_UNIX_MS));
+        assert_eq!(timestamp_ms(&at(0, &mut rng)), Some(0));
+    }
+
+    /// A random stream that, on its first draw, lets another caller act on the word: the
+    /// moment in `next` between giving up an old millisecond's value and starting the clock's.
+    struct Racing<'a> {
+        word: &'a AtomicU64,
+        other: Option<u64>,
+        inner: ChaCha12Rng,
+    }
+
+    impl RngCore for Racing<'_> {
+        fn next_u32(&mut self) -> u32 {
+            self.next_u64() as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            if let Some(value) = self.other.take() {
+                self.word.store(value, Ordering::SeqCst);
+            }
+            self.inner.next_u64()
+        }
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            self.inner.fill_bytes(dest)
+        }
+        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+            self.inner.try_fill_bytes(dest)
+        }
+    }
+
+    /// A caller whose value belongs to a millisecond that is over, and who finds that another
+    /// caller has meanwhile started the clock's millisecond (and issued ids in it), joins that
+    /// millisecond: it never starts it again at a counter of its own, which could move the
+    /// word down and hand out the other caller's UUIDs a second time.
+    #[test]
+    fn a_millisecond_another_caller_began_is_joined_not_started_again() {
+        let word = AtomicU64::new((T0 - 1) << COUNTER_BITS);
+        // The other caller started T0 at counter 1,000 and has issued 1,000..=1,499.
+        let mut racing = Racing {
+            word: &word,
+            other: Some((T0 << COUNTER_BITS) | 1_500),
+            inner: rng(),
+        };
+        let id = next(&word, T0, &mut racing);
+        assert_eq!((timestamp_ms(&id), counter_of(&id)), (Some(T0), 1_500));
+        assert_eq!(word.load(Ordering::SeqCst), (T0 << COUNTER_BITS) | 1_501);
+        // Likewise when the clock's millisecond was reached by the counter carrying into it.
+        let word = AtomicU64::new(((T0 - 1) << COUNTER_BITS) | COUNTER_MAX);
+        let mut rng = rng();
+        let ids: Vec<_> = (0..3).map(|_| next(&word, T0, &mut rng)).collect();
+        assert_eq!(timestamp_ms(&ids[0]), Some(T0));
+        let counters: Vec<u64> = ids.iter().map(counter_of).collect();
+        assert_eq!(counters, [0, 1, 2]);
+    }
+
+    /// A forked child inherits its parent's generator state: under a new pid it must draw a
+    /// new seed, or parent and child would hand out the same "random" bits. Under the same pid
+    /// the stream carries on (one seed per process, not a getrandom() per call).
+    #[test]
+    fn a_new_pid_reseeds_and_the_same_pid_keeps_its_stream() {
+        let mut shared = ForkSafeRng::new();
+        shared.get(100).next_u64();
+        // What the parent draws next, from a copy of its state.
+        let mut parent = shared.get(100).clone();
+        let expected: Vec<u64> = (0..4).map(|_| parent.next_u64()).collect();
+        let same_pid: Vec<u64> = (0..4).map(|_| shared.get(100).next_u64()).collect();
+        assert_eq!(same_pid, expected, "no reseed while the pid is the same");
+        let mut parent = shared.get(100).clone();
+        let parent_next: Vec<u64> = (0..4).map(|_| parent.next_u64()).collect();
+        let child: Vec<u64> = (0..4).map(|_| shared.get(200).next_u64()).collect();
+        assert_ne!(child, parent_next, "the child drew its own seed");
+    }
+
     /// More threads than cores on one word: one read-modify-write per UUID, which cannot fail;
     /// extra ones, and retries, only where a millisecond starts (at most a few per thread). The
     /// compare-and-swap loop before 0.3.0 made 1.8 RMWs per id in the snowflake's version of

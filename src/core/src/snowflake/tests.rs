@@ -822,3 +822,212 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
     assert!(stats.exhaustion_waits > 0, "some milliseconds filled");
     assert!(stats.clock_regressions > 0, "the step back was seen");
 }
+
+#[test]
+fn layout_errors_say_which_field_is_out_of_range() {
+    let texts = [
+        LayoutError::MillisOutOfRange(MAX_MILLIS + 1).to_string(),
+        LayoutError::WorkerOutOfRange(1024).to_string(),
+        LayoutError::SequenceOutOfRange(4096).to_string(),
+        LayoutError::NegativeId(-5).to_string(),
+    ];
+    assert_eq!(
+        texts,
+        [
+            "2199023255552 ms since the epoch does not fit in 41 bits (at most 2199023255551)",
+            "worker id 1024 is out of range 0..1023",
+            "sequence 4096 is out of range 0..4095",
+            "snowflake id -5 is negative: bit 63 is always 0",
+        ]
+    );
+}
+
+/// 0 is an id (the epoch's first millisecond, worker 0, sequence 0); only negative values,
+/// which set bit 63, are refused.
+#[test]
+fn decompose_takes_zero_and_refuses_only_negative_ids() {
+    assert_eq!(
+        decompose(0),
+        Ok(Parts {
+            millis: 0,
+            worker_id: 0,
+            sequence: 0
+        })
+    );
+    assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
+    assert_eq!(decompose(i64::MIN), Err(LayoutError::NegativeId(i64::MIN)));
+}
+
+/// The bound of a range scan by time: at or below every id of its millisecond, above every id
+/// of the millisecond before.
+#[test]
+fn the_lowest_id_of_a_millisecond_bounds_its_ids() {
+    assert_eq!(lowest_id_at(0), Ok(0));
+    assert_eq!(lowest_id_at(1), Ok(1 << 22));
+    assert_eq!(lowest_id_at(MAX_MILLIS), Ok(i64::MAX - 0x3f_ffff));
+    assert_eq!(
+        lowest_id_at(MAX_MILLIS + 1),
+        Err(LayoutError::MillisOutOfRange(MAX_MILLIS + 1))
+    );
+    for millis in [1, T0 - EPOCH, MAX_MILLIS] {
+        let low = lowest_id_at(millis).unwrap();
+        let at = |millis, worker_id, sequence| {
+            compose(Parts {
+                millis,
+                worker_id,
+                sequence,
+            })
+            .unwrap()
+        };
+        assert_eq!(low, at(millis, 0, 0));
+        assert!(low <= at(millis, 0, 1) && low < at(millis, MAX_WORKER_ID, 0));
+        assert!(at(millis - 1, MAX_WORKER_ID, MAX_SEQUENCE) < low);
+    }
+}
+
+/// The 41 bits' last millisecond still issues ids; only the one after it overflows.
+#[test]
+fn the_last_millisecond_of_41_bits_still_issues_ids() {
+    let state = fresh();
+    let mut env = FakeEnv::at(EPOCH + MAX_MILLIS);
+    let id = next_id(&state, &cfg(MAX_WORKER_ID, 0), &mut env).unwrap();
+    assert_eq!(
+        decompose(id).unwrap(),
+        Parts {
+            millis: MAX_MILLIS,
+            worker_id: MAX_WORKER_ID,
+            sequence: 0
+        }
+    );
+    env.now += 1;
+    assert!(matches!(
+        next_id(&state, &cfg(MAX_WORKER_ID, 0), &mut env),
+        Err(GenError::Overflow { .. })
+    ));
+}
+
+/// A step back is measured from the last id issued, also when that id was the last of a
+/// full millisecond, so that the next value is the first of the millisecond after it.
+#[test]
+fn a_step_back_after_a_full_millisecond_is_measured_from_its_last_id() {
+    let fill = |max_wait| {
+        let state = fresh();
+        let mut env = FakeEnv::at(T0);
+        for _ in 0..4096 {
+            next_id(&state, &cfg(0, max_wait), &mut env).unwrap();
+        }
+        assert_eq!(env.now, T0);
+        env.now = T0 - 101;
+        (state, env)
+    };
+    // 101 ms behind T0, the last millisecond issued: past a 100 ms limit ...
+    let (state, mut env) = fill(100);
+    match next_id(&state, &cfg(0, 100), &mut env) {
+        Err(GenError::ClockBehind {
+            behind_ms: 101,
+            max_wait_ms: 100,
+            resume_unix_ms,
+        }) => assert_eq!(resume_unix_ms, T0 + 1),
+        other => panic!("expected ClockBehind by 101 ms, got {other:?}"),
+    }
+    assert_eq!(state.stats().max_regression_ms, 101);
+    // ... and within a 101 ms one: waited out, then the first id of T0 + 1.
+    let (state, mut env) = fill(101);
+    let id = next_id(&state, &cfg(0, 101), &mut env).unwrap();
+    assert_eq!(decompose(id).unwrap().millis + EPOCH, T0 + 1);
+    assert_eq!(state.stats().max_regression_ms, 101);
+}
+
+/// An environment that counts the callers that try for the horizon writer slot, and can let
+/// another writer publish a horizon just before this caller gets the slot.
+struct Writers<'a> {
+    inner: FakeEnv,
+    state: &'a SharedState,
+    tries: u32,
+    other_writer_publishes: Option<u64>,
+}
+
+impl Env for Writers<'_> {
+    fn now_unix_ms(&mut self) -> u64 {
+        self.inner.now
+    }
+    fn pause(&mut self, p: Pause) {
+        self.inner.pause(p)
+    }
+    fn persist_horizon(&mut self, unix_ms: u64) -> std::io::Result<()> {
+        self.inner.persist_horizon(unix_ms)
+    }
+    fn try_begin_push(&mut self) -> bool {
+        self.tries += 1;
+        if let Some(h) = self.other_writer_publishes.take() {
+            self.state
+                .read_mostly
+                .0
+                .horizon_unix_ms
+                .fetch_max(h, Ordering::AcqRel);
+        }
+        true
+    }
+    fn end_push(&mut self) {}
+    fn wait_for_push(&mut self, _moved: &dyn Fn() -> bool) {
+        unreachable!("the slot is always free")
+    }
+}
+
+/// While the horizon is at least half a lead ahead of the clock, a caller does not even try
+/// for the writer slot (in Postgres an LWLock, shared by every backend): the ids of that half
+/// lead cost no lock traffic at all.
+#[test]
+fn no_caller_tries_for_the_writer_slot_while_the_horizon_is_half_a_lead_ahead() {
+    let state = fresh();
+    let mut env = Writers {
+        inner: FakeEnv::at(T0),
+        state: &state,
+        tries: 0,
+        other_writer_publishes: None,
+    };
+    next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(
+        (env.tries, env.inner.persisted.clone()),
+        (1, vec![T0 + 1_000])
+    );
+    for now in [T0, T0 + 1, T0 + 250, T0 + HORIZON_LEAD_MS / 2] {
+        env.inner.now = now;
+        for _ in 0..100 {
+            next_id(&state, &cfg(0, 0), &mut env).unwrap();
+        }
+    }
+    assert_eq!(env.tries, 1, "horizon T0 + 1000, clock at most T0 + 500");
+    env.inner.now = T0 + HORIZON_LEAD_MS / 2 + 1;
+    next_id(&state, &cfg(0, 0), &mut env).unwrap();
+    assert_eq!(env.tries, 2);
+    assert_eq!(env.inner.persisted.len(), 2);
+}
+
+/// A caller that gets the writer slot looks at the horizon again: another writer may have
+/// pushed it meanwhile. At least half a lead ahead of the clock is enough, the same rule as the
+/// one that let callers through without the slot, and nothing is written; any less, and the
+/// caller writes its own, a full lead ahead.
+#[test]
+fn a_writer_writes_nothing_when_another_pushed_the_horizon_far_enough_meanwhile() {
+    for (published, persisted) in [
+        (T0 + HORIZON_LEAD_MS / 2, vec![]),
+        (T0 + HORIZON_LEAD_MS, vec![]),
+        (T0 + HORIZON_LEAD_MS / 2 - 1, vec![T0 + HORIZON_LEAD_MS]),
+    ] {
+        let state = fresh();
+        let mut env = Writers {
+            inner: FakeEnv::at(T0),
+            state: &state,
+            tries: 0,
+            other_writer_publishes: Some(published),
+        };
+        let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
+        assert_eq!(decompose(id).unwrap().millis + EPOCH, T0);
+        assert_eq!(env.inner.persisted, persisted, "published {published}");
+        assert_eq!(
+            state.stats().horizon_unix_ms,
+            persisted.last().copied().unwrap_or(published)
+        );
+    }
+}
