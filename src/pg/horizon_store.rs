@@ -147,7 +147,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
     match horizon::read(file()) {
         Ok(mark) => {
             let unix_ms = mark.map_or(0, |m| m.unix_ms);
-            state.seed(settings::epoch_ms(), unix_ms);
+            state.seed(&settings::time_base(), unix_ms);
             ON_DISK_UNIX_MS.store(unix_ms, Ordering::Relaxed);
             // UUIDs too resume past the mark: after a restart with the clock set back, they still
             // sort above every UUID made before.
@@ -186,7 +186,7 @@ unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
         return;
     }
     let state = shared::snowflake_state();
-    let snowflake = state.high_water_unix_ms(settings::epoch_ms());
+    let snowflake = state.high_water_unix_ms(&settings::time_base());
     let mark = snowflake.max(uuid7::last_ms(shared::uuid7_shared_word()));
     if let Err(e) = write_file(mark) {
         error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} at shutdown: {e}"))
@@ -238,7 +238,7 @@ fn replay(record: horizon::Record) {
         }
     }
     let state = shared::snowflake_state();
-    let rose = state.replay_horizon(own_epoch, record.horizon_unix_ms);
+    let rose = state.replay_horizon(&settings::time_base(), record.horizon_unix_ms);
     if rose {
         uuid7::raise_past(shared::uuid7_shared_word(), record.horizon_unix_ms);
     }

@@ -224,6 +224,13 @@ pub fn epoch_ms() -> u64 {
     })
 }
 
+/// The epoch and the layout the generator and the decoders count by. The layout is Twitter's
+/// until idgen.layout exists (issue 36).
+#[track_caller]
+pub fn time_base() -> snowflake::TimeBase {
+    snowflake::TimeBase::twitter(epoch_ms())
+}
+
 /// A value set once (in the postmaster, inherited by every backend), with its own "set" flag.
 struct EpochCache {
     ms: AtomicU64,

@@ -46,7 +46,7 @@ fn snowflake_next() -> i64 {
         }
     };
     let config = Config {
-        epoch_unix_ms: settings::epoch_ms(),
+        base: settings::time_base(),
         worker_id: permit.worker_id,
         max_clock_wait_ms: settings::max_clock_wait_ms(),
     };
@@ -54,7 +54,7 @@ fn snowflake_next() -> i64 {
         .unwrap_or_else(|e| raise_generator(e));
     if permit.fence_ms != registry::NO_LIMIT {
         // The lease is the right to issue: nothing from its end on (the value is given up).
-        let millis = sf::decompose(id).expect("a generated id").millis + config.epoch_unix_ms;
+        let millis = config.base.unix_ms_of_id(id).expect("a generated id");
         if millis >= permit.fence_ms {
             raise_lease_ended(&permit, &registry::view());
         }
@@ -267,7 +267,7 @@ fn idgen_stats() -> TableIterator<
     if !shared::preloaded() {
         errors::not_preloaded("idgen_stats()");
     }
-    let stats = shared::snowflake_state().stats();
+    let stats = shared::snowflake_state().stats(&settings::time_base());
     let epoch = settings::epoch_ms();
     // With auto, the id the registry leased to this server (None until it has one).
     let worker = match settings::worker_mode() {
