@@ -163,6 +163,35 @@ impl TimeBase {
             .map(|f| self.unix_ms_of(f.time))
     }
 
+    /// Whether a server whose horizon file says ids up to `horizon_unix_ms` were made under
+    /// `recorded` may make ids under `self` from now on: only if the first id it would make,
+    /// worker 0 and sequence 0 in the tick after the horizon, is above every id `recorded` could
+    /// have made up to the horizon plus `margin_ms` (any worker, any sequence; the margin covers
+    /// the other servers of the fleet, whose horizons run ahead of this one by their clocks'
+    /// skew). Otherwise new ids would sort below, or equal, ids already stored.
+    pub fn may_follow(&self, recorded: &TimeBase, horizon_unix_ms: u64, margin_ms: u64) -> bool {
+        if self == recorded {
+            return true;
+        }
+        let old_end = horizon_unix_ms.saturating_add(margin_ms);
+        let Some(old_ms) = old_end.checked_sub(recorded.epoch_unix_ms) else {
+            return true; // nothing could be made before the recorded epoch
+        };
+        let old = &recorded.layout;
+        let old_top = old.compose(Fields {
+            time: (old_ms / old.unit_ms()).min(old.max_time()),
+            worker: old.max_worker(),
+            sequence: old.max_sequence(),
+        });
+        let (word, new) = (self.first_word_after(horizon_unix_ms), &self.layout);
+        let first = new.compose(Fields {
+            time: self.unpack(word).0,
+            worker: 0,
+            sequence: 0,
+        });
+        matches!((old_top, first), (Ok(top), Ok(first)) if first > top)
+    }
+
     /// The first word of a run whose ids come from ticks wholly after `unix_ms`: the tick after
     /// the one `unix_ms` falls in (ids of that tick may have been issued up to `unix_ms`).
     fn first_word_after(&self, unix_ms: u64) -> u64 {

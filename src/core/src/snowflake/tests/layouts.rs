@@ -198,3 +198,46 @@ fn an_ids_time_is_where_its_tick_begins() {
     );
     assert_eq!(base.unix_ms_of_id(-1), None);
 }
+
+#[test]
+fn a_layout_may_follow_another_only_where_its_ids_sort_above_every_id_made_before() {
+    let at = |layout| TimeBase {
+        epoch_unix_ms: EPOCH,
+        layout,
+    };
+    let (twitter, instagram, sony, js) = (
+        at(Layout::TWITTER),
+        at(Layout::INSTAGRAM),
+        at(Layout::SONYFLAKE),
+        at(Layout::JS53),
+    );
+    // Instagram's ids carry the time one bit further up: twice Twitter's, always above them
+    assert!(instagram.may_follow(&twitter, T0, 1_000));
+    // and the other way round half of them: below every id Instagram's made
+    assert!(!twitter.may_follow(&instagram, T0, 1_000));
+    // Sonyflake's and js53's ids are smaller numbers than Twitter's at any time
+    assert!(!sony.may_follow(&twitter, T0, 1_000));
+    assert!(!js.may_follow(&twitter, T0, 1_000));
+    assert!(twitter.may_follow(&js, T0, 1_000));
+    // the same layout always may; so may any layout on a server that made nothing before its epoch
+    assert!(js.may_follow(&js, T0, 0));
+    let later = TimeBase {
+        epoch_unix_ms: T0 + 86_400_000,
+        layout: Layout::TWITTER,
+    };
+    assert!(sony.may_follow(&later, T0, 1_000));
+    // the check is exact: the first id under the new layout against the top id under the old
+    let top = twitter
+        .layout
+        .compose(crate::layout::Fields {
+            time: (T0 + 1_000 - EPOCH),
+            worker: 1023,
+            sequence: 4095,
+        })
+        .unwrap();
+    let first = instagram
+        .layout
+        .lowest_id_at(instagram.unpack(instagram.first_word_after(T0)).0)
+        .unwrap();
+    assert!(first > top);
+}
