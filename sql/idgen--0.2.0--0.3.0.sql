@@ -187,3 +187,29 @@ CREATE FUNCTION idgen_lease_status() RETURNS TABLE (
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'idgen_lease_status_wrapper';
+
+
+-- Snowflake layouts (idgen.layout): the decoders that take a layout, so that an id of any
+-- layout (a Discord id, an Instagram id, this server's own) can be taken apart in SQL and in
+-- index expressions. The one-argument forms keep decoding Twitter's layout.
+CREATE FUNCTION snowflake_timestamp(id bigint, epoch_ms bigint, layout text)
+RETURNS timestamp with time zone
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_timestamp_in_layout_wrapper';
+
+CREATE FUNCTION snowflake_worker_id(id bigint, layout text) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_worker_id_in_layout_wrapper';
+
+CREATE FUNCTION snowflake_sequence(id bigint, layout text) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_sequence_in_layout_wrapper';
+
+CREATE FUNCTION snowflake_from_timestamp(ts timestamp with time zone, epoch_ms bigint, layout text)
+RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_in_layout_wrapper';

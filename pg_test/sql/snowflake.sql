@@ -73,3 +73,33 @@ SELECT snowflake_next() > 0 AS works_without_waiting;
 RESET idgen.max_clock_wait;
 -- PostgreSQL's own range message, worded differently from 18 on: the SQLSTATE alone.
 SELECT sqlstate_of('SET idgen.max_clock_wait = -1');
+
+-- Layouts (idgen.layout): this server runs Twitter's, the default; the forms that take a layout
+-- take apart ids of any. Discord's documented example id, under Discord's epoch (2015): worker 1,
+-- process 0 (one 10-bit worker field: 1 << 5), increment 7, at 2016-04-30 11:18:25.796 UTC.
+SHOW idgen.layout;
+SELECT error_of('SET idgen.layout = ''js53''');
+SELECT snowflake_timestamp(175928847299117063, 1420070400000, 'discord') AS discord_at,
+       snowflake_worker_id(175928847299117063, 'discord') AS worker,
+       snowflake_sequence(175928847299117063, 'discord') AS increment;
+-- Instagram's next_id() formula: ms since its epoch << 23 | shard << 10 | sequence % 1024.
+SELECT snowflake_worker_id((1387263000::bigint << 23) | (1341 << 10) | 905, 'instagram') AS shard,
+       snowflake_sequence((1387263000::bigint << 23) | (1341 << 10) | 905, 'instagram') AS seq,
+       snowflake_timestamp((1387263000::bigint << 23) | (1341 << 10) | 905, 0, 'instagram') AS since_1970;
+-- Sonyflake: 10-ms ticks, the sequence above the 16-bit machine id.
+SELECT snowflake_worker_id((100::bigint << 24) | (3 << 16) | 65535, 'sonyflake') AS machine,
+       snowflake_sequence((100::bigint << 24) | (3 << 16) | 65535, 'sonyflake') AS seq,
+       snowflake_timestamp((100::bigint << 24) | (3 << 16) | 65535, 0, 'sonyflake') AS one_second;
+-- A bound for a range scan under a layout is the smallest id of the tick, and decodes back to it.
+SELECT snowflake_from_timestamp('2026-01-01 00:00:00.017+00', 0, 'js53') AS js_bound,
+       snowflake_timestamp(snowflake_from_timestamp('2026-01-01 00:00:00.017+00', 0, 'js53'), 0, 'js53')
+         AS its_tick,
+       snowflake_from_timestamp('2026-01-01+00', 1288834974657, 'twitter')
+         = snowflake_from_timestamp('2026-01-01+00', 1288834974657) AS twitter_as_before;
+-- The one-argument forms decode Twitter's layout, as an explicit 'twitter' does.
+SELECT snowflake_worker_id(id) = snowflake_worker_id(id, 'twitter') AND
+       snowflake_sequence(id) = snowflake_sequence(id, '41/10/12/1ms') AS same
+FROM (SELECT snowflake_next() AS id) s;
+SELECT error_of($$SELECT snowflake_worker_id(1, 'twitterx')$$);
+SELECT error_of($$SELECT snowflake_timestamp(1, 0, '42/11/12')$$);
+SELECT error_of($$SELECT snowflake_from_timestamp('2200-01-01+00', 0, 'instagram')$$);

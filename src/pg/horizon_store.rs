@@ -102,11 +102,22 @@ impl snowflake::Env for Backend {
 fn write_file(unix_ms: u64) -> std::io::Result<()> {
     let mark = Mark {
         unix_ms,
+        layout: written_layout(),
         primary_epoch_ms: shared::epoch_conflict(),
+        primary_layout: shared::layout_conflict(),
     };
     horizon::write(file(), mark)?;
     ON_DISK_UNIX_MS.store(unix_ms, Ordering::Relaxed);
     Ok(())
+}
+
+/// The layout the file names: this server's, unless a change to it was refused at start-up
+/// (then nothing is issued under the new one, and the file keeps naming the old).
+static RECORDED_LAYOUT_CODE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn written_layout() -> idgen_core::layout::Layout {
+    idgen_core::layout::Layout::from_code(RECORDED_LAYOUT_CODE.load(Ordering::Relaxed))
+        .unwrap_or_else(settings::layout)
 }
 
 fn test_delay() {
@@ -147,7 +158,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
     match horizon::read(file()) {
         Ok(mark) => {
             let unix_ms = mark.map_or(0, |m| m.unix_ms);
-            state.seed(settings::epoch_ms(), unix_ms);
+            state.seed(&settings::time_base(), unix_ms);
             ON_DISK_UNIX_MS.store(unix_ms, Ordering::Relaxed);
             // UUIDs too resume past the mark: after a restart with the clock set back, they still
             // sort above every UUID made before.
@@ -161,6 +172,13 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 warn_epoch_conflict(primary);
             }
             shared::set_epoch_conflict(conflict);
+            let own = settings::layout();
+            let conflict = mark.and_then(|m| m.primary_layout).filter(|&l| l != own);
+            if let Some(primary) = conflict {
+                warn_layout_conflict(primary);
+            }
+            shared::set_layout_conflict(conflict);
+            check_layout_change(mark);
             shared::set_horizon_damaged(false);
         }
         Err(e) => {
@@ -186,11 +204,44 @@ unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
         return;
     }
     let state = shared::snowflake_state();
-    let snowflake = state.high_water_unix_ms(settings::epoch_ms());
+    let snowflake = state.high_water_unix_ms(&settings::time_base());
     let mark = snowflake.max(uuid7::last_ms(shared::uuid7_shared_word()));
     if let Err(e) = write_file(mark) {
         error(errors::IO_ERROR, format!("idgen: could not record {HORIZON_FILE} at shutdown: {e}"))
             .hint("The horizon written while the server ran still protects against reissued ids; the next start may wait up to a second for the clock.")
+            .warn();
+    }
+}
+
+/// A layout other than the one the file records is taken only where its first id sorts above
+/// every id the recorded one could have made up to the horizon (plus idgen.max_clock_skew, for
+/// the fleet's other servers): then it is logged and the file names it from the next write.
+/// Otherwise snowflake_next() refuses (shared::snowflake) and the file keeps the old layout.
+fn check_layout_change(mark: Option<Mark>) {
+    let Some(mark) = mark else { return };
+    let own = settings::time_base();
+    if mark.layout == own.layout {
+        RECORDED_LAYOUT_CODE.store(0, Ordering::Relaxed);
+        shared::set_layout_refused(None);
+        return;
+    }
+    let recorded = snowflake::TimeBase {
+        layout: mark.layout,
+        ..own
+    };
+    let margin = settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS);
+    if own.may_follow(&recorded, mark.unix_ms, margin) {
+        RECORDED_LAYOUT_CODE.store(0, Ordering::Relaxed);
+        shared::set_layout_refused(None);
+        error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake layout changed from {} to {}", mark.layout, own.layout))
+            .detail(format!("Every id under {} sorts above every id {} could have made up to the horizon ({} Unix ms).", own.layout, mark.layout, mark.unix_ms))
+            .log();
+    } else {
+        RECORDED_LAYOUT_CODE.store(mark.layout.to_code(), Ordering::Relaxed);
+        shared::set_layout_refused(Some(mark.layout));
+        error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: idgen.layout is {}, and {HORIZON_FILE} records ids made under {}", own.layout, mark.layout))
+            .detail(format!("Ids under {} would sort below them: snowflake_next() refuses until idgen.layout is {} again.", own.layout, mark.layout))
+            .hint(format!("Set idgen.layout = '{}' in postgresql.conf and restart; docs/layouts.md says which changes are possible.", mark.layout))
             .warn();
     }
 }
@@ -200,6 +251,19 @@ unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
 /// Set once a mismatch was logged by this process, so the log gets it once, not per record.
 static WARNED_EPOCH: AtomicU64 = AtomicU64::new(u64::MAX);
 static NOTED_WORKER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-2);
+
+static WARNED_LAYOUT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn warn_layout_conflict(primary: idgen_core::layout::Layout) {
+    if WARNED_LAYOUT.swap(primary.to_code(), Ordering::Relaxed) == primary.to_code() {
+        return;
+    }
+    let own = settings::layout();
+    error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: the primary's idgen.layout ({primary}) differs from this server's ({own})"))
+        .detail("Its snowflake ids decode to other times and worker ids here, and after a promotion this server's ids could sort below the primary's: snowflake_next() refuses until the settings match.")
+        .hint(format!("Set idgen.layout = '{primary}' in this server's postgresql.conf and restart it."))
+        .warn();
+}
 
 fn warn_epoch_conflict(primary: u64) {
     if WARNED_EPOCH.swap(primary, Ordering::Relaxed) == primary {
@@ -223,8 +287,19 @@ fn replay(record: horizon::Record) {
     if let Some(primary) = conflict {
         warn_epoch_conflict(primary);
     }
-    let conflict_changed = conflict != shared::epoch_conflict();
+    let layout_conflict = (record.layout != settings::layout()).then_some(record.layout);
+    if let Some(primary) = layout_conflict {
+        warn_layout_conflict(primary);
+    }
+    // the file names the layout the ids up to its horizon were made under: the primary's
+    RECORDED_LAYOUT_CODE.store(
+        layout_conflict.map_or(0, |l| l.to_code()),
+        Ordering::Relaxed,
+    );
+    let conflict_changed =
+        conflict != shared::epoch_conflict() || layout_conflict != shared::layout_conflict();
     shared::set_epoch_conflict(conflict);
+    shared::set_layout_conflict(layout_conflict);
     if let Some(own) = settings::worker_id_if_set().map(i32::from) {
         if record.worker_id >= 0
             && record.worker_id != own
@@ -238,7 +313,7 @@ fn replay(record: horizon::Record) {
         }
     }
     let state = shared::snowflake_state();
-    let rose = state.replay_horizon(own_epoch, record.horizon_unix_ms);
+    let rose = state.replay_horizon(&settings::time_base(), record.horizon_unix_ms);
     if rose {
         uuid7::raise_past(shared::uuid7_shared_word(), record.horizon_unix_ms);
     }
@@ -311,6 +386,7 @@ mod wal {
             horizon_unix_ms: unix_ms,
             epoch_unix_ms: settings::epoch_ms(),
             worker_id: settings::worker_id_if_set().map_or(-1, i32::from),
+            layout: settings::layout(),
         };
         let bytes = record.encode();
         let lsn = unsafe {

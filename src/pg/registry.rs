@@ -281,7 +281,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
     let lease_ms = settings::lease_ms();
     let skew_ms = settings::max_clock_skew_ms();
     let issue_unverified = settings::issue_unverified();
-    let epoch = settings::epoch_ms();
+    let base = settings::time_base();
     // A neutral application_name: any role on the registry can read pg_stat_activity.
     let mut registry = Registry::new(&conninfo, "idgen lease worker");
     let mut standing = INFO.share().standing();
@@ -298,7 +298,9 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             }
             continue;
         }
-        let horizon_ms = shared::snowflake_state().stats().horizon_unix_ms;
+        let horizon_ms = shared::snowflake_state()
+            .stats(&settings::time_base())
+            .horizon_unix_ms;
         let sent_ms = clock::now_unix_ms();
         let claim = Claim {
             holder: &holder,
@@ -335,7 +337,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                     if opening && decision.resume_after_ms > 0 {
                         // No id of this run was issued under this worker id (the permit was
                         // closed): start the generator after what the id's last holders issued.
-                        shared::snowflake_state().resume_after(epoch, decision.resume_after_ms);
+                        shared::snowflake_state().resume_after(&base, decision.resume_after_ms);
                     }
                     if opening {
                         log!(
@@ -505,7 +507,7 @@ unsafe extern "C-unwind" fn release_at_shutdown(code: i32, _arg: pg_sys::Datum) 
         return;
     };
     let holder = pg_sys::GetSystemIdentifier().to_string();
-    let last_ms = shared::snowflake_state().high_water_unix_ms(settings::epoch_ms());
+    let last_ms = shared::snowflake_state().high_water_unix_ms(&settings::time_base());
     let mut registry = Registry::new(&conninfo, "idgen lease release");
     match registry.release(&holder, &run(), last_ms) {
         Ok(Some(worker_id)) => log!("idgen: released worker id {worker_id} in the registry at shutdown"),

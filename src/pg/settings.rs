@@ -3,6 +3,7 @@
 use crate::pg::errors::{self, error};
 use crate::pg::registry_client;
 use idgen_core::key_file;
+use idgen_core::layout::Layout;
 use idgen_core::lease::{self, Mode};
 use idgen_core::snowflake::{self, TWITTER_EPOCH_MS};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -10,7 +11,7 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// -1 means unset. Postmaster context: a session can never pick its own worker id, which is how
 /// two writers end up sharing one and minting the same ids; and it cannot change under running
@@ -40,6 +41,13 @@ pub enum Unverified {
 }
 static EPOCH: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"1288834974657"));
+/// The snowflake layout (`idgen_core::layout`): a name or time/worker/sequence bits and a unit.
+/// Postmaster context, as the epoch: it decides how every id of the server's run is packed.
+static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"twitter"));
+/// idgen.layout parsed, as its 4-byte code (`Layout::to_code`), by the postmaster at start-up;
+/// 0 until then (no layout has code 0).
+static LAYOUT_CODE: AtomicU32 = AtomicU32::new(0);
+const LAYOUT_GUC: &CStr = c"idgen.layout";
 /// Long enough to ride out a small NTP step and the horizon lead after crash recovery
 /// (`HORIZON_LEAD_MS`, 1 s); short enough that a real clock fault fails a statement instead of
 /// stalling every writer.
@@ -117,7 +125,7 @@ pub fn register(preloading: bool) {
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
             c"idgen.worker_id",
-            c"This server's snowflake worker id (0-1023), unique among all servers that write ids, or auto.",
+            c"This server's snowflake worker id (0-1023 in the default layout), unique among all servers that write ids, or auto.",
             c"Unset (-1) by default: snowflake_next() refuses to run until it is set in postgresql.conf or with ALTER SYSTEM, followed by a restart. auto takes a free one from the registry (idgen.registry).",
             &WORKER_ID,
             GucContext::Postmaster,
@@ -174,6 +182,14 @@ pub fn register(preloading: bool) {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        LAYOUT_GUC,
+        c"Snowflake layout: twitter, instagram, discord, sonyflake, js53, or time/worker/sequence bits and a unit (e.g. 40/12/11/10ms).",
+        c"Fixed at server start. Default: twitter (41 bits of milliseconds, 10 of worker id, 12 of sequence). The horizon file records it: a server started with another layout issues ids only if they sort above every id made before.",
+        &LAYOUT,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
     // Once every idgen.* setting is defined (it would drop their placeholders otherwise), as
     // pg_stat_statements does: a misspelt line in postgresql.conf (idgen.worker_idd) is
     // reported at start-up instead of silently doing nothing, and no session can invent
@@ -194,6 +210,58 @@ pub fn register(preloading: bool) {
         // In the postmaster this stops the server from starting: ids on a wrong epoch would
         // sort wrongly against every id already stored.
         Err(why) => invalid_epoch(why),
+    }
+    // The layout, likewise, and the worker id against its worker field: both stop the start.
+    let layout = parse_layout(&text_of_setting(&LAYOUT, "twitter"));
+    LAYOUT_CODE.store(layout.to_code(), Ordering::Relaxed);
+    match worker_mode() {
+        Some(Mode::Fixed(id)) if u64::from(id) > layout.max_worker() => error(
+            errors::INVALID_PARAMETER,
+            format!("idgen.worker_id = {id} does not fit layout {layout}'s worker field ({} bits: 0-{})", layout.worker_bits(), layout.max_worker()),
+        )
+        .hint("Give this server a worker id within the layout's range, or choose a layout with a wider worker field (idgen.layout); docs/layouts.md lists them.")
+        .raise(),
+        Some(Mode::Auto) if layout.worker_bits() != 10 => error(
+            errors::INVALID_PARAMETER,
+            format!("idgen.worker_id = auto leases worker ids 0-1023 from the registry, which do not fit layout {layout}'s worker field ({} bits)", layout.worker_bits()),
+        )
+        .hint("With this layout give each server a fixed idgen.worker_id; the registry serves layouts with a 10-bit worker field (twitter, discord, or an explicit one).")
+        .raise(),
+        _ => {}
+    }
+}
+
+fn text_of_setting(setting: &GucSetting<Option<CString>>, default: &str) -> String {
+    setting
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| default.to_string())
+}
+
+#[track_caller]
+fn parse_layout(text: &str) -> Layout {
+    Layout::parse(text).unwrap_or_else(|why| {
+        error(errors::INVALID_PARAMETER, format!("invalid value for idgen.layout: {why}"))
+            .hint("Set idgen.layout in postgresql.conf to twitter (the default), instagram, discord, sonyflake, js53, or time/worker/sequence bits and a unit of 1, 10, 100 or 1000 ms, e.g. 40/12/11/10ms.")
+            .raise()
+    })
+}
+
+/// The layout the server's ids are made under. When idgen is not preloaded, the decoding
+/// functions still honour an idgen.layout written in postgresql.conf (a placeholder then).
+#[track_caller]
+pub fn layout() -> Layout {
+    match Layout::from_code(LAYOUT_CODE.load(Ordering::Relaxed)) {
+        Some(layout) => layout,
+        None => {
+            let raw = unsafe { pg_sys::GetConfigOption(LAYOUT_GUC.as_ptr(), true, false) };
+            if raw.is_null() {
+                return Layout::TWITTER;
+            }
+            let layout = parse_layout(&unsafe { CStr::from_ptr(raw) }.to_string_lossy());
+            LAYOUT_CODE.store(layout.to_code(), Ordering::Relaxed);
+            layout
+        }
     }
 }
 
@@ -222,6 +290,15 @@ pub fn epoch_ms() -> u64 {
         let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
         parse_epoch(&text).unwrap_or_else(|why| invalid_epoch(why))
     })
+}
+
+/// The epoch and the layout the generator and the decoders count by.
+#[track_caller]
+pub fn time_base() -> snowflake::TimeBase {
+    snowflake::TimeBase {
+        epoch_unix_ms: epoch_ms(),
+        layout: layout(),
+    }
 }
 
 /// A value set once (in the postmaster, inherited by every backend), with its own "set" flag.
@@ -329,7 +406,7 @@ unsafe extern "C-unwind" fn check_worker_id(
             refuse(
                 &format!("invalid value for parameter \"idgen.worker_id\": {why}"),
                 None,
-                "Set idgen.worker_id to this server's own worker id, 0-1023, or to auto with a registry (idgen.registry).",
+                "Set idgen.worker_id to this server's own worker id (0-1023 in the default layout, 0-65535 at most in any), or to auto with a registry (idgen.registry).",
             )
         },
     }

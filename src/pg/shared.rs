@@ -5,6 +5,7 @@
 use crate::pg::errors::{self, error};
 use crate::pg::settings;
 use idgen_core::horizon::FILE as HORIZON_FILE;
+use idgen_core::layout::Layout;
 use idgen_core::snowflake::SharedState;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
@@ -26,6 +27,12 @@ static HORIZON_DAMAGED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"idgen_ho
 /// (`NO_CONFLICT` when none): snowflake_next() refuses until the setting matches.
 static EPOCH_CONFLICT: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_epoch_conflict") };
 const NO_CONFLICT: u64 = u64::MAX;
+/// The layout of a primary whose WAL this server replayed with another `idgen.layout` of its
+/// own, as its code (`NO_CONFLICT` when none): snowflake_next() refuses until the setting matches.
+static LAYOUT_CONFLICT: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_layout_conflict") };
+/// The layout the horizon file recorded at start-up when it differs from `idgen.layout` and ids
+/// under the new one would not sort above every id made under it (`NO_CONFLICT` when none).
+static LAYOUT_REFUSED: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_layout_refused") };
 
 /// uuid_v7()'s ordering word: server-wide when preloaded, else this backend's own (below).
 static UUID7: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_uuid7_state") };
@@ -44,6 +51,8 @@ pub fn init() {
     pg_shmem_init!(SNOWFLAKE);
     pg_shmem_init!(HORIZON_DAMAGED);
     pg_shmem_init!(EPOCH_CONFLICT = AtomicU64::new(NO_CONFLICT));
+    pg_shmem_init!(LAYOUT_CONFLICT = AtomicU64::new(NO_CONFLICT));
+    pg_shmem_init!(LAYOUT_REFUSED = AtomicU64::new(NO_CONFLICT));
     pg_shmem_init!(UUID7);
     push_lock::request();
 }
@@ -95,11 +104,52 @@ pub fn set_epoch_conflict(primary_epoch_ms: Option<u64>) {
         .store(primary_epoch_ms.unwrap_or(NO_CONFLICT), Ordering::Relaxed);
 }
 
+fn load_layout(slot: &PgAtomic<AtomicU64>) -> Option<Layout> {
+    let code = slot.get().load(Ordering::Relaxed);
+    (code != NO_CONFLICT)
+        .then(|| Layout::from_code(code as u32))
+        .flatten()
+}
+
+fn store_layout(slot: &PgAtomic<AtomicU64>, layout: Option<Layout>) {
+    slot.get().store(
+        layout.map_or(NO_CONFLICT, |l| u64::from(l.to_code())),
+        Ordering::Relaxed,
+    );
+}
+
+pub fn layout_conflict() -> Option<Layout> {
+    load_layout(&LAYOUT_CONFLICT)
+}
+
+pub fn set_layout_conflict(primary: Option<Layout>) {
+    store_layout(&LAYOUT_CONFLICT, primary);
+}
+
+pub fn set_layout_refused(recorded: Option<Layout>) {
+    store_layout(&LAYOUT_REFUSED, recorded);
+}
+
 /// The generator state, or an error naming `what` when there is none to trust: not preloaded, a
-/// damaged horizon file, or an epoch that differs from the primary's whose WAL was replayed.
+/// damaged horizon file, an epoch or a layout that differs from the primary's whose WAL was
+/// replayed, or a layout whose ids would sort below those the horizon file says were made.
 #[track_caller]
 pub fn snowflake(what: &str) -> &'static SharedState {
     check_horizon(what);
+    if let Some(primary) = layout_conflict() {
+        let own = settings::layout();
+        error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: this server's idgen.layout ({own}) differs from the layout of the primary whose WAL it replayed ({primary})"))
+            .detail("Ids under another layout decode to other times and worker ids, and may sort below the ids the primary issued.")
+            .hint(format!("Set idgen.layout = '{primary}' in postgresql.conf (as on the primary) and restart the server."))
+            .raise();
+    }
+    if let Some(recorded) = load_layout(&LAYOUT_REFUSED) {
+        let own = settings::layout();
+        error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: idgen.layout is {own}, and the file {HORIZON_FILE} records ids made under {recorded}"))
+            .detail(format!("Ids under {own} would sort below ids made under {recorded} (and could equal them): a layout may change only where every new id sorts above every stored one."))
+            .hint(format!("Set idgen.layout = '{recorded}' in postgresql.conf and restart the server; docs/layouts.md says which changes are possible."))
+            .raise();
+    }
     if let Some(primary) = epoch_conflict() {
         let own = settings::epoch_ms();
         error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: this server's idgen.epoch ({own}) differs from the epoch of the primary whose WAL it replayed ({primary})"))

@@ -11,8 +11,9 @@ use crate::pg::horizon_store::{self, HORIZON_FILE};
 use crate::pg::registry::{self, Permit};
 use crate::pg::{settings, shared};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
+use idgen_core::layout::{Fields, Layout};
 use idgen_core::lease::{Mode, Refusal, Standing};
-use idgen_core::snowflake::{self as sf, Config, GenError, MAX_MILLIS};
+use idgen_core::snowflake::{self as sf, Config, GenError, TimeBase};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
@@ -46,7 +47,7 @@ fn snowflake_next() -> i64 {
         }
     };
     let config = Config {
-        epoch_unix_ms: settings::epoch_ms(),
+        base: settings::time_base(),
         worker_id: permit.worker_id,
         max_clock_wait_ms: settings::max_clock_wait_ms(),
     };
@@ -54,7 +55,7 @@ fn snowflake_next() -> i64 {
         .unwrap_or_else(|e| raise_generator(e));
     if permit.fence_ms != registry::NO_LIMIT {
         // The lease is the right to issue: nothing from its end on (the value is given up).
-        let millis = sf::decompose(id).expect("a generated id").millis + config.epoch_unix_ms;
+        let millis = config.base.unix_ms_of_id(id).expect("a generated id");
         if millis >= permit.fence_ms {
             raise_lease_ended(&permit, &registry::view());
         }
@@ -164,8 +165,8 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
 }
 
 #[track_caller]
-fn parts(id: i64) -> sf::Parts {
-    sf::decompose(id).unwrap_or_else(|e| {
+fn fields(id: i64, layout: &Layout) -> Fields {
+    layout.decompose(id).unwrap_or_else(|e| {
         error(
             errors::INVALID_PARAMETER,
             format!("invalid snowflake id: {e}"),
@@ -173,6 +174,32 @@ fn parts(id: i64) -> sf::Parts {
         .hint("Snowflake ids are non-negative bigints.")
         .raise()
     })
+}
+
+#[track_caller]
+fn named_layout(text: &str) -> Layout {
+    Layout::parse(text).unwrap_or_else(|e| {
+        error(errors::INVALID_PARAMETER, format!("invalid snowflake layout: {e}"))
+            .hint("Name one (twitter, instagram, discord, sonyflake, js53) or give time/worker/sequence bits and a unit, e.g. '40/12/11/10ms'.")
+            .raise()
+    })
+}
+
+/// The one-argument decoders are IMMUTABLE and read Twitter's layout, as they always have (an
+/// index on them stays true); on a server of another layout they would answer for the wrong
+/// one, so they refuse and name the form that takes the layout.
+#[track_caller]
+fn twitter_only(what: &str) -> Layout {
+    let own = settings::layout();
+    if own != Layout::TWITTER {
+        error(
+            errors::NOT_IN_PREREQUISITE_STATE,
+            format!("{what}(id) decodes Twitter's layout, and this server's idgen.layout is {own}"),
+        )
+        .hint(format!("Pass the layout: {what}(id, '{own}')."))
+        .raise();
+    }
+    Layout::TWITTER
 }
 
 #[track_caller]
@@ -191,58 +218,108 @@ fn checked_epoch(epoch_ms: i64) -> u64 {
     epoch_ms as u64
 }
 
-/// When the id was issued, given the epoch it was issued under.
-#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_timestamp")]
-fn snowflake_timestamp_at_epoch(id: i64, epoch_ms: i64) -> TimestampWithTimeZone {
-    timestamp_of_unix_ms(parts(id).millis + checked_epoch(epoch_ms))
+#[track_caller]
+fn timestamp_in(id: i64, base: &TimeBase) -> TimestampWithTimeZone {
+    timestamp_of_unix_ms(base.unix_ms_of(fields(id, &base.layout).time))
 }
 
-/// When the id was issued, under idgen.epoch.
+/// When the id was issued, given the epoch it was issued under (Twitter's layout).
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_timestamp")]
+fn snowflake_timestamp_at_epoch(id: i64, epoch_ms: i64) -> TimestampWithTimeZone {
+    timestamp_in(id, &TimeBase::twitter(checked_epoch(epoch_ms)))
+}
+
+/// When the id was issued, given the epoch and the layout it was issued under: a foreign id (a
+/// Discord id, an Instagram id) taken apart in SQL or in an index expression.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_timestamp")]
+fn snowflake_timestamp_in_layout(id: i64, epoch_ms: i64, layout: &str) -> TimestampWithTimeZone {
+    timestamp_in(
+        id,
+        &TimeBase {
+            epoch_unix_ms: checked_epoch(epoch_ms),
+            layout: named_layout(layout),
+        },
+    )
+}
+
+/// When the id was issued, under idgen.epoch and idgen.layout.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
-    timestamp_of_unix_ms(parts(id).millis + settings::epoch_ms())
+    timestamp_in(id, &settings::time_base())
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_worker_id(id: i64) -> i32 {
-    i32::from(parts(id).worker_id)
+    fields(id, &twitter_only("snowflake_worker_id")).worker as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_worker_id")]
+fn snowflake_worker_id_in_layout(id: i64, layout: &str) -> i32 {
+    fields(id, &named_layout(layout)).worker as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_sequence(id: i64) -> i32 {
-    i32::from(parts(id).sequence)
+    fields(id, &twitter_only("snowflake_sequence")).sequence as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_sequence")]
+fn snowflake_sequence_in_layout(id: i64, layout: &str) -> i32 {
+    fields(id, &named_layout(layout)).sequence as i32
 }
 
 #[track_caller]
-fn lowest_id(ts: TimestampWithTimeZone, epoch_ms: u64) -> i64 {
+fn lowest_id(ts: TimestampWithTimeZone, base: &TimeBase) -> i64 {
     let unix_ms = unix_ms_of(ts, "snowflake_from_timestamp");
-    let millis = unix_ms - epoch_ms as i64;
-    if !(0..=MAX_MILLIS as i64).contains(&millis) {
+    let (epoch_ms, layout) = (base.epoch_unix_ms, base.layout);
+    let ms = unix_ms - epoch_ms as i64;
+    if !(0..layout.lifetime_ms() as i64).contains(&ms) {
         error(
             errors::DATETIME_OUT_OF_RANGE,
             "timestamp out of range for a snowflake id",
         )
         .detail(format!(
-            "Snowflake ids cover {epoch_ms} to {} ms since 1970.",
-            epoch_ms + MAX_MILLIS
+            "Snowflake ids of layout {layout} cover {epoch_ms} to {} ms since 1970.",
+            epoch_ms + layout.lifetime_ms() - 1
         ))
-        .hint("Pass a timestamp at or after the epoch and less than about 69.7 years after it.")
+        .hint(format!(
+            "Pass a timestamp at or after the epoch and less than about {:.1} years after it.",
+            layout.lifetime_ms() as f64 / 31_556_952_000.0
+        ))
         .raise();
     }
-    sf::lowest_id_at(millis as u64).expect("range checked")
+    layout
+        .lowest_id_at(ms as u64 / layout.unit_ms())
+        .expect("range checked")
 }
 
 /// The smallest id issued at that millisecond (worker 0, sequence 0), under the given epoch: a
-/// bound for range scans, cursors and partitions.
+/// bound for range scans, cursors and partitions (Twitter's layout).
 #[pg_extern(immutable, strict, parallel_safe, name = "snowflake_from_timestamp")]
 fn snowflake_from_timestamp_at_epoch(ts: TimestampWithTimeZone, epoch_ms: i64) -> i64 {
-    lowest_id(ts, checked_epoch(epoch_ms))
+    lowest_id(ts, &TimeBase::twitter(checked_epoch(epoch_ms)))
 }
 
-/// The smallest id issued at that millisecond, under idgen.epoch.
+/// The smallest id of the tick that holds that moment, under the given epoch and layout.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_from_timestamp")]
+fn snowflake_from_timestamp_in_layout(
+    ts: TimestampWithTimeZone,
+    epoch_ms: i64,
+    layout: &str,
+) -> i64 {
+    lowest_id(
+        ts,
+        &TimeBase {
+            epoch_unix_ms: checked_epoch(epoch_ms),
+            layout: named_layout(layout),
+        },
+    )
+}
+
+/// The smallest id issued at that millisecond, under idgen.epoch and idgen.layout.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
-    lowest_id(ts, settings::epoch_ms())
+    lowest_id(ts, &settings::time_base())
 }
 
 /// The generator's counters since the server started. How many ids a server issues is activity
@@ -267,7 +344,7 @@ fn idgen_stats() -> TableIterator<
     if !shared::preloaded() {
         errors::not_preloaded("idgen_stats()");
     }
-    let stats = shared::snowflake_state().stats();
+    let stats = shared::snowflake_state().stats(&settings::time_base());
     let epoch = settings::epoch_ms();
     // With auto, the id the registry leased to this server (None until it has one).
     let worker = match settings::worker_mode() {

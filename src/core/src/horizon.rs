@@ -12,6 +12,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::layout::Layout;
 use crate::snowflake::{MAX_EPOCH_UNIX_MS, MAX_MILLIS};
 
 const MAGIC: &str = "idgen-horizon-v1";
@@ -74,27 +75,34 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// What the file holds: the horizon, and when this server replayed the WAL of a primary whose
-/// `idgen.epoch` differs from its own, that primary's epoch. Ids on another epoch would sort
-/// wrongly against the primary's, so the generator refuses until the setting matches; the
-/// conflict is kept in the file so that a restart does not forget it.
+/// What the file holds: the horizon; the layout the ids up to it were made under (Twitter's
+/// unless the file says otherwise: every file before 0.3.0 was written under it, and a Twitter
+/// server writes the 0.1.0 format still); and when this server replayed the WAL of a primary
+/// whose `idgen.epoch` or `idgen.layout` differs from its own, that primary's. Ids on another
+/// epoch or layout would sort wrongly against the primary's, so the generator refuses until the
+/// setting matches; the conflict is kept in the file so that a restart does not forget it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
     pub unix_ms: u64,
+    pub layout: Layout,
     pub primary_epoch_ms: Option<u64>,
+    pub primary_layout: Option<Layout>,
 }
 
 impl Mark {
-    #[cfg(test)]
     pub fn at(unix_ms: u64) -> Mark {
         Mark {
             unix_ms,
+            layout: Layout::TWITTER,
             primary_epoch_ms: None,
+            primary_layout: None,
         }
     }
 }
 
 const PRIMARY_EPOCH: &str = "primary-epoch=";
+const LAYOUT: &str = "layout=";
+const PRIMARY_LAYOUT: &str = "primary-layout=";
 
 /// The recorded horizon, or None when there is no file yet (a new cluster).
 pub fn read(path: &Path) -> Result<Option<Mark>, ReadError> {
@@ -108,23 +116,28 @@ pub fn read(path: &Path) -> Result<Option<Mark>, ReadError> {
     let (Some(MAGIC), Some(Ok(ms))) = (words.next(), words.next().map(str::parse::<u64>)) else {
         return Err(corrupt());
     };
-    let primary_epoch_ms = match words.next() {
-        None => None,
-        Some(word) => match word.strip_prefix(PRIMARY_EPOCH).map(str::parse::<u64>) {
-            Some(Ok(epoch)) => Some(epoch),
-            _ => return Err(corrupt()),
-        },
-    };
-    if words.next().is_some() {
+    let mut mark = Mark::at(ms);
+    // each of the optional words at most once, in the order `write` puts them
+    let mut next = words.next();
+    if let Some(word) = next.and_then(|w| w.strip_prefix(LAYOUT)) {
+        mark.layout = Layout::parse(word).map_err(|_| corrupt())?;
+        next = words.next();
+    }
+    if let Some(word) = next.and_then(|w| w.strip_prefix(PRIMARY_EPOCH)) {
+        mark.primary_epoch_ms = Some(word.parse::<u64>().map_err(|_| corrupt())?);
+        next = words.next();
+    }
+    if let Some(word) = next.and_then(|w| w.strip_prefix(PRIMARY_LAYOUT)) {
+        mark.primary_layout = Some(Layout::parse(word).map_err(|_| corrupt())?);
+        next = words.next();
+    }
+    if next.is_some() {
         return Err(corrupt());
     }
     if ms > MAX_UNIX_MS {
         return Err(ReadError::OutOfRange(ms));
     }
-    Ok(Some(Mark {
-        unix_ms: ms,
-        primary_epoch_ms,
-    }))
+    Ok(Some(mark))
 }
 
 /// Writes the horizon atomically and durably: a temporary file, fsync, rename over the old one,
@@ -137,10 +150,17 @@ pub fn write(path: &Path, mark: Mark) -> io::Result<()> {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        match mark.primary_epoch_ms {
-            None => writeln!(file, "{MAGIC} {}", mark.unix_ms)?,
-            Some(epoch) => writeln!(file, "{MAGIC} {} {PRIMARY_EPOCH}{epoch}", mark.unix_ms)?,
+        write!(file, "{MAGIC} {}", mark.unix_ms)?;
+        if mark.layout != Layout::TWITTER {
+            write!(file, " {LAYOUT}{}", mark.layout)?;
         }
+        if let Some(epoch) = mark.primary_epoch_ms {
+            write!(file, " {PRIMARY_EPOCH}{epoch}")?;
+        }
+        if let Some(layout) = mark.primary_layout {
+            write!(file, " {PRIMARY_LAYOUT}{layout}")?;
+        }
+        writeln!(file)?;
         file.sync_all()?;
     }
     fs::rename(&tmp, path)?;
@@ -160,38 +180,53 @@ fn folder_of(path: &Path) -> &Path {
 /// crash recovery or a point-in-time restore replays to learn how far the primary may have
 /// issued ids. The horizon is Unix ms, so it bounds ids of any worker id and any epoch; replay
 /// compares the record's epoch and worker id with the replaying server's own (see
-/// `horizon_store.rs`). Little-endian, fixed size, with a format version first.
+/// `horizon_store.rs`). Little-endian, fixed size, with a format version first: version 1 (21
+/// bytes) for Twitter's layout, as every record before 0.3.0 was; version 2 (25 bytes, the
+/// layout's 4-byte code last) for any other, so that a standby of an earlier build still
+/// replays a Twitter primary's records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
     pub horizon_unix_ms: u64,
     pub epoch_unix_ms: u64,
     /// -1 when unset.
     pub worker_id: i32,
+    pub layout: Layout,
 }
 
-const RECORD_VERSION: u8 = 1;
 pub const RECORD_LEN: usize = 1 + 8 + 8 + 4;
+pub const RECORD_V2_LEN: usize = RECORD_LEN + 4;
 
 impl Record {
-    pub fn encode(&self) -> [u8; RECORD_LEN] {
-        let mut out = [0u8; RECORD_LEN];
-        out[0] = RECORD_VERSION;
-        out[1..9].copy_from_slice(&self.horizon_unix_ms.to_le_bytes());
-        out[9..17].copy_from_slice(&self.epoch_unix_ms.to_le_bytes());
-        out[17..21].copy_from_slice(&self.worker_id.to_le_bytes());
+    /// The record's bytes: `RECORD_LEN` of them for Twitter's layout, `RECORD_V2_LEN` else.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(RECORD_V2_LEN);
+        let v1 = self.layout == Layout::TWITTER;
+        out.push(if v1 { 1 } else { 2 });
+        out.extend_from_slice(&self.horizon_unix_ms.to_le_bytes());
+        out.extend_from_slice(&self.epoch_unix_ms.to_le_bytes());
+        out.extend_from_slice(&self.worker_id.to_le_bytes());
+        if !v1 {
+            out.extend_from_slice(&self.layout.to_code().to_le_bytes());
+        }
         out
     }
 
     /// None for anything this version did not write: replay must not guess a horizon.
     pub fn decode(bytes: &[u8]) -> Option<Record> {
-        if bytes.len() != RECORD_LEN || bytes[0] != RECORD_VERSION {
-            return None;
-        }
+        let layout = match (bytes.first(), bytes.len()) {
+            (Some(1), RECORD_LEN) => Layout::TWITTER,
+            (Some(2), RECORD_V2_LEN) => {
+                let code = u32::from_le_bytes(bytes[21..25].try_into().expect("4 bytes"));
+                Layout::from_code(code).filter(|l| *l != Layout::TWITTER)?
+            }
+            _ => return None,
+        };
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
         Some(Record {
             horizon_unix_ms: u64_at(1),
             epoch_unix_ms: u64_at(9),
             worker_id: i32::from_le_bytes(bytes[17..21].try_into().expect("4 bytes")),
+            layout,
         })
     }
 }
@@ -203,7 +238,11 @@ impl std::fmt::Display for Record {
             f,
             "horizon {} (Unix ms); worker_id {}; epoch {} (Unix ms)",
             self.horizon_unix_ms, self.worker_id, self.epoch_unix_ms
-        )
+        )?;
+        if self.layout != Layout::TWITTER {
+            write!(f, "; layout {}", self.layout)?;
+        }
+        Ok(())
     }
 }
 
@@ -268,17 +307,35 @@ mod tests {
             horizon_unix_ms: 1_767_225_600_123,
             epoch_unix_ms: 1_288_834_974_657,
             worker_id: -1,
+            layout: Layout::TWITTER,
         };
         let bytes = r.encode();
         assert_eq!(Record::decode(&bytes), Some(r));
         assert_eq!(Record::decode(&bytes[..RECORD_LEN - 1]), None);
-        let mut other = bytes;
+        let mut other = bytes.clone();
         other[0] = 2;
+        assert_eq!(Record::decode(&other), None, "version 2 is longer");
+        other[0] = 3;
         assert_eq!(Record::decode(&other), None);
         assert_eq!(
             r.to_string(),
             "horizon 1767225600123 (Unix ms); worker_id -1; epoch 1288834974657 (Unix ms)"
         );
+        let sony = Record {
+            layout: Layout::SONYFLAKE,
+            ..r
+        };
+        let bytes = sony.encode();
+        assert_eq!((bytes.len(), bytes[0]), (RECORD_V2_LEN, 2));
+        assert_eq!(Record::decode(&bytes), Some(sony));
+        assert!(sony.to_string().ends_with("; layout sonyflake"));
+        // a version 2 record never names Twitter's layout, nor a code that is no layout
+        let mut twitter_v2 = bytes.clone();
+        twitter_v2[21..25].copy_from_slice(&Layout::TWITTER.to_code().to_le_bytes());
+        assert_eq!(Record::decode(&twitter_v2), None);
+        let mut nonsense = bytes;
+        nonsense[21..25].copy_from_slice(&[0xff; 4]);
+        assert_eq!(Record::decode(&nonsense), None);
     }
 
     /// A fresh folder (removed when the returned guard drops) and the horizon file's path in it.
@@ -299,6 +356,7 @@ mod tests {
             horizon_unix_ms: 0x0102_0304_0506_0708,
             epoch_unix_ms: 0x1112_1314_1516_1718,
             worker_id: -2,
+            layout: Layout::TWITTER,
         };
         let bytes = record.encode();
         assert_eq!(RECORD_LEN, 21);
@@ -309,6 +367,16 @@ mod tests {
                 0xff, 0xff, 0xff
             ]
         );
+        // version 2: the same, then the layout's code (js53: 38/7/8 in 10-ms units)
+        let js = Record {
+            layout: Layout::JS53,
+            ..record
+        }
+        .encode();
+        assert_eq!(RECORD_V2_LEN, 25);
+        assert_eq!(js[0], 2);
+        assert_eq!(js[1..21], bytes[1..21]);
+        assert_eq!(js[21..25], [2, 8, 7, 38]);
     }
 
     #[test]
@@ -350,14 +418,26 @@ mod tests {
         assert_eq!(read(&path).unwrap(), Some(Mark::at(42)));
         assert!(!path.with_extension("tmp").exists());
         let conflict = Mark {
-            unix_ms: 1_767_225_600_000,
             primary_epoch_ms: Some(1_288_834_974_657),
+            ..Mark::at(1_767_225_600_000)
         };
         write(&path, conflict).unwrap();
         assert_eq!(read(&path).unwrap(), Some(conflict));
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             "idgen-horizon-v1 1767225600000 primary-epoch=1288834974657\n"
+        );
+        let layouts = Mark {
+            layout: Layout::parse("40/12/11/10ms").unwrap(),
+            primary_layout: Some(Layout::SONYFLAKE),
+            ..conflict
+        };
+        write(&path, layouts).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(layouts));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "idgen-horizon-v1 1767225600000 layout=40/12/11/10ms primary-epoch=1288834974657 \
+             primary-layout=sonyflake\n"
         );
     }
 
@@ -373,6 +453,11 @@ mod tests {
             "idgen-horizon-v1 1 primary-epoch=",
             "idgen-horizon-v1 1 primary-epoch=x",
             "idgen-horizon-v1 1 primary-epoch=5 6",
+            "idgen-horizon-v1 1 layout=",
+            "idgen-horizon-v1 1 layout=42/11/12",
+            "idgen-horizon-v1 1 primary-epoch=5 layout=js53",
+            "idgen-horizon-v1 1 layout=js53 layout=js53",
+            "idgen-horizon-v1 1 primary-layout=nonsense",
         ] {
             fs::write(&path, text).unwrap();
             assert!(

@@ -11,7 +11,7 @@
 //!   horizon any holder of the id recorded and the old lease's end plus `skew`; every id the old
 //!   holder issued is below both, or below its fence.
 
-use crate::snowflake::MAX_WORKER_ID;
+use crate::layout::MAX_WORKER_BITS;
 
 /// How `idgen.worker_id` is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,9 @@ pub enum Mode {
     Auto,
 }
 
-/// Parses `idgen.worker_id`: `auto`, or a whole number 0-1023; empty or -1 means unset.
+/// Parses `idgen.worker_id`: `auto`, or a whole number 0-65535 (the widest worker field a
+/// layout has; the server checks it against its own layout's at start-up); empty or -1 means
+/// unset.
 pub fn parse_worker_id(text: &str) -> Result<Option<Mode>, String> {
     let text = text.trim();
     if text.is_empty() || text == "-1" {
@@ -32,10 +34,11 @@ pub fn parse_worker_id(text: &str) -> Result<Option<Mode>, String> {
     if text.eq_ignore_ascii_case("auto") {
         return Ok(Some(Mode::Auto));
     }
-    match text.parse::<u16>() {
-        Ok(id) if id <= MAX_WORKER_ID => Ok(Some(Mode::Fixed(id))),
+    const MAX: u32 = (1 << MAX_WORKER_BITS) - 1;
+    match text.parse::<u32>() {
+        Ok(id) if id <= MAX => Ok(Some(Mode::Fixed(id as u16))),
         _ => Err(format!(
-            "{text:?} is neither a worker id (0-{MAX_WORKER_ID}) nor \"auto\""
+            "{text:?} is neither a worker id (0-{MAX}) nor \"auto\""
         )),
     }
 }
@@ -351,7 +354,9 @@ mod tests {
         assert_eq!(parse_worker_id(" AUTO "), Ok(Some(Mode::Auto)));
         assert_eq!(parse_worker_id("0"), Ok(Some(Mode::Fixed(0))));
         assert_eq!(parse_worker_id("1023"), Ok(Some(Mode::Fixed(1023))));
-        for bad in ["1024", "-2", "4.5", "automatic", "0x10"] {
+        // the widest worker field (Sonyflake's 16 bits); the server checks its own layout's
+        assert_eq!(parse_worker_id("65535"), Ok(Some(Mode::Fixed(65535))));
+        for bad in ["65536", "-2", "4.5", "automatic", "0x10"] {
             assert!(parse_worker_id(bad).is_err(), "{bad} accepted");
         }
     }

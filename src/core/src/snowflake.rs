@@ -1,4 +1,5 @@
-//! Snowflake ids: the 64-bit layout and the generator state machine.
+//! Snowflake ids: the generator state machine, for any layout (`crate::layout`), and Twitter's
+//! layout, idgen's default, by name.
 //!
 //! Pure Rust: no Postgres in here. The generator works on [`SharedState`], a handful of std
 //! atomics that the Postgres layer places in shared memory and that tests place on the heap, and
@@ -10,6 +11,12 @@
 //!   0 |  milliseconds since   |  worker id   |  sequence
 //!     |  the epoch (41 bits)  |  (10 bits)   |  (12 bits)
 //! ```
+//!
+//! That is the default layout; `idgen.layout` chooses another split and time unit. The generator
+//! counts in the layout's units ("ticks": a millisecond for Twitter's, 10 ms for Sonyflake's);
+//! the horizon stays in Unix milliseconds whatever the layout.
+
+use crate::layout::{Fields, Layout};
 
 // In the tests with the `loom` feature the generator runs on loom's atomics, which explore every
 // interleaving of a model's threads (src/snowflake/loom_tests.rs); the normal build is untouched.
@@ -115,6 +122,89 @@ pub fn lowest_id_at(millis: u64) -> Result<i64, LayoutError> {
     })
 }
 
+/// What turns a clock into ticks and back: the epoch and the layout, fixed for a server's run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeBase {
+    pub epoch_unix_ms: u64,
+    pub layout: Layout,
+}
+
+impl TimeBase {
+    pub const fn twitter(epoch_unix_ms: u64) -> TimeBase {
+        TimeBase {
+            epoch_unix_ms,
+            layout: Layout::TWITTER,
+        }
+    }
+
+    /// `tick << sequence bits | sequence`: the ids of a server, in the order they are issued,
+    /// are consecutive values of this packing, a full tick carrying into the next.
+    fn pack(&self, tick: u64, sequence: u64) -> u64 {
+        (tick << self.layout.sequence_bits()) | sequence
+    }
+
+    fn unpack(&self, word: u64) -> (u64, u64) {
+        (
+            word >> self.layout.sequence_bits(),
+            word & self.layout.max_sequence(),
+        )
+    }
+
+    /// The Unix ms a tick begins at.
+    pub fn unix_ms_of(&self, tick: u64) -> u64 {
+        tick * self.layout.unit_ms() + self.epoch_unix_ms
+    }
+
+    /// The Unix ms an id's tick begins at (None for a negative id).
+    pub fn unix_ms_of_id(&self, id: i64) -> Option<u64> {
+        self.layout
+            .decompose(id)
+            .ok()
+            .map(|f| self.unix_ms_of(f.time))
+    }
+
+    /// Whether a server whose horizon file says ids up to `horizon_unix_ms` were made under
+    /// `recorded` may make ids under `self` from now on: only if the first id it would make,
+    /// worker 0 and sequence 0 in the tick after the horizon, is above every id `recorded` could
+    /// have made up to the horizon plus `margin_ms` (any worker, any sequence; the margin covers
+    /// the other servers of the fleet, whose horizons run ahead of this one by their clocks'
+    /// skew). Otherwise new ids would sort below, or equal, ids already stored.
+    pub fn may_follow(&self, recorded: &TimeBase, horizon_unix_ms: u64, margin_ms: u64) -> bool {
+        if self == recorded {
+            return true;
+        }
+        let old_end = horizon_unix_ms.saturating_add(margin_ms);
+        let Some(old_ms) = old_end.checked_sub(recorded.epoch_unix_ms) else {
+            return true; // nothing could be made before the recorded epoch
+        };
+        let old = &recorded.layout;
+        let old_top = old.compose(Fields {
+            time: (old_ms / old.unit_ms()).min(old.max_time()),
+            worker: old.max_worker(),
+            sequence: old.max_sequence(),
+        });
+        let (word, new) = (self.first_word_after(horizon_unix_ms), &self.layout);
+        let first = new.compose(Fields {
+            time: self.unpack(word).0,
+            worker: 0,
+            sequence: 0,
+        });
+        matches!((old_top, first), (Ok(top), Ok(first)) if first > top)
+    }
+
+    /// The first word of a run whose ids come from ticks wholly after `unix_ms`: the tick after
+    /// the one `unix_ms` falls in (ids of that tick may have been issued up to `unix_ms`).
+    fn first_word_after(&self, unix_ms: u64) -> u64 {
+        match unix_ms.checked_sub(self.epoch_unix_ms) {
+            Some(ms) => {
+                let tick = (ms / self.layout.unit_ms()).min(self.layout.max_time());
+                self.pack(tick, self.layout.max_sequence()) + 1
+            }
+            None => 0,
+        }
+    }
+}
+
 /// The latest epoch accepted, in Unix ms (2038-01-19): every id under it still decodes to a
 /// PostgreSQL timestamp, and it is the bound the decoders' explicit-epoch forms accept too.
 pub const MAX_EPOCH_UNIX_MS: u64 = i32::MAX as u64 * 1000;
@@ -157,27 +247,6 @@ pub(crate) mod probe {
     #[cfg(test)]
     pub fn take() -> (u64, u64) {
         COUNTS.with(|c| c.replace((0, 0)))
-    }
-}
-
-/// `millis << 12 | sequence`: the ids of a server, in the order they are issued, are consecutive
-/// values of this packing, a full millisecond carrying into the next.
-fn pack(millis: u64, sequence: u16) -> u64 {
-    (millis << SEQUENCE_BITS) | u64::from(sequence)
-}
-
-fn unpack(word: u64) -> (u64, u16) {
-    (
-        word >> SEQUENCE_BITS,
-        (word & u64::from(MAX_SEQUENCE)) as u16,
-    )
-}
-
-/// The first word of a run whose ids come from milliseconds after `unix_ms`.
-fn first_word_after(epoch_unix_ms: u64, unix_ms: u64) -> u64 {
-    match unix_ms.checked_sub(epoch_unix_ms) {
-        Some(millis) => pack(millis.min(MAX_MILLIS), MAX_SEQUENCE) + 1,
-        None => 0,
     }
 }
 
@@ -249,10 +318,10 @@ pub struct Stats {
 }
 
 impl SharedState {
-    /// Starts a run: ids will come from milliseconds after `horizon_unix_ms` (the persisted
+    /// Starts a run: ids will come from ticks after `horizon_unix_ms` (the persisted
     /// high-water mark), which is also the horizon until it is extended.
-    pub fn seed(&self, epoch_unix_ms: u64, horizon_unix_ms: u64) {
-        self.restart_at(first_word_after(epoch_unix_ms, horizon_unix_ms));
+    pub fn seed(&self, base: &TimeBase, horizon_unix_ms: u64) {
+        self.restart_at(base.first_word_after(horizon_unix_ms));
         self.read_mostly
             .0
             .horizon_unix_ms
@@ -266,8 +335,8 @@ impl SharedState {
     ///
     /// Safe while callers are inside `next_id` on this state (a worker id taken over while
     /// backends issue ids under it unverified): the word only ever rises (`restart_at`).
-    pub fn resume_after(&self, epoch_unix_ms: u64, floor_unix_ms: u64) -> bool {
-        self.restart_at(first_word_after(epoch_unix_ms, floor_unix_ms))
+    pub fn resume_after(&self, base: &TimeBase, floor_unix_ms: u64) -> bool {
+        self.restart_at(base.first_word_after(floor_unix_ms))
     }
 
     /// Moves the word up to `next` unless it is there or beyond already; returns whether it
@@ -304,7 +373,7 @@ impl SharedState {
         true
     }
 
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self, base: &TimeBase) -> Stats {
         let c = &self.counters.0;
         let word = self.word.0.load(Ordering::Acquire);
         let taken = c.completed.load(Ordering::Relaxed)
@@ -315,7 +384,9 @@ impl SharedState {
             exhaustion_waits: c.exhaustion_waits.load(Ordering::Relaxed),
             clock_regressions: c.clock_regressions.load(Ordering::Relaxed),
             max_regression_ms: c.max_regression_ms.load(Ordering::Relaxed),
-            last_millis: (!fresh).then(|| unpack(word.saturating_sub(1)).0),
+            last_millis: (!fresh).then(|| {
+                base.unix_ms_of(base.unpack(word.saturating_sub(1)).0) - base.epoch_unix_ms
+            }),
             horizon_unix_ms: self.horizon(),
         }
     }
@@ -328,17 +399,21 @@ impl SharedState {
     /// past it, as a restart would: WAL replay (a standby, crash recovery, a point-in-time
     /// restore) of a horizon the primary recorded. Only while no id is issued from this state
     /// (recovery). Returns whether it rose.
-    pub fn replay_horizon(&self, epoch_unix_ms: u64, horizon_unix_ms: u64) -> bool {
+    pub fn replay_horizon(&self, base: &TimeBase, horizon_unix_ms: u64) -> bool {
         if horizon_unix_ms <= self.horizon() {
             return false;
         }
-        self.seed(epoch_unix_ms, horizon_unix_ms);
+        self.seed(base, horizon_unix_ms);
         true
     }
 
-    /// The last millisecond issued (Unix ms), or the seed: what a clean shutdown records.
-    pub fn high_water_unix_ms(&self, epoch_unix_ms: u64) -> u64 {
-        unpack(self.word.0.load(Ordering::Acquire).saturating_sub(1)).0 + epoch_unix_ms
+    /// The last millisecond of the last tick issued (Unix ms), or of the seed: what a clean
+    /// shutdown records (a restart resumes at the tick after it).
+    pub fn high_water_unix_ms(&self, base: &TimeBase) -> u64 {
+        let tick = base
+            .unpack(self.word.0.load(Ordering::Acquire).saturating_sub(1))
+            .0;
+        base.unix_ms_of(tick) + base.layout.unit_ms() - 1
     }
 
     /// A value taken from `word` that will not be issued.
@@ -351,8 +426,8 @@ impl SharedState {
     /// millisecond, owning its first id, unless another caller has started it (or a later one)
     /// meanwhile — then None, and the caller takes the next value as usual. One
     /// compare-and-swap per millisecond succeeds; the others fail only here.
-    fn start_millisecond(&self, now: u64) -> Option<u64> {
-        let first = pack(now, 0);
+    fn start_millisecond(&self, base: &TimeBase, now: u64) -> Option<u64> {
+        let first = base.pack(now, 0);
         let mut seen = self.word.0.load(Ordering::Acquire);
         loop {
             if seen >= first {
@@ -428,10 +503,11 @@ pub enum GenError {
         now_unix_ms: u64,
         epoch_unix_ms: u64,
     },
-    /// 41 bits of milliseconds are used up: the epoch is about 69.7 years old.
+    /// The layout's time field is used up (Twitter's: the epoch is about 69.7 years old).
     Overflow {
         now_unix_ms: u64,
         epoch_unix_ms: u64,
+        layout: Layout,
     },
     /// The horizon could not be written: no id beyond it is issued.
     Horizon(std::io::Error),
@@ -455,20 +531,23 @@ impl std::fmt::Display for GenError {
                 f,
                 "the system clock ({now_unix_ms} ms since 1970) is before idgen.epoch ({epoch_unix_ms})"
             ),
-            Self::Overflow { now_unix_ms, epoch_unix_ms } => write!(
+            Self::Overflow { now_unix_ms, epoch_unix_ms, layout } => write!(
                 f,
-                "41 bits of milliseconds since idgen.epoch ({epoch_unix_ms}) are used up \
-                 at the system clock's {now_unix_ms} ms since 1970"
+                "the time field of layout {layout} ({} bits of {} ms) since idgen.epoch \
+                 ({epoch_unix_ms}) is used up at the system clock's {now_unix_ms} ms since 1970",
+                layout.usable_time_bits(),
+                layout.unit_ms()
             ),
             Self::Horizon(e) => write!(f, "could not record the snowflake horizon: {e}"),
         }
     }
 }
 
-/// Fixed per server run: the epoch and worker id cannot change while the server is up.
+/// Fixed per server run: the epoch, the layout and the worker id cannot change while the server
+/// is up.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
-    pub epoch_unix_ms: u64,
+    pub base: TimeBase,
     pub worker_id: u16,
     pub max_clock_wait_ms: u64,
 }
@@ -488,24 +567,25 @@ pub struct Config {
 /// - the horizon does not cover it yet: the caller pushes the horizon, or waits for the one
 ///   who does.
 pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<i64, GenError> {
-    debug_assert!(cfg.worker_id <= MAX_WORKER_ID);
+    let b = &cfg.base;
+    debug_assert!(u64::from(cfg.worker_id) <= b.layout.max_worker());
     let mut flags = WaitFlags::default();
     loop {
-        let now = clock_millis(cfg, env)?;
+        let now = clock_ticks(cfg, env)?;
         // A clock already found too far behind: wait or fail without taking a value, measured
         // against the next value the word holds (a read, while the clock is behind only).
         let behind = state.read_mostly.0.behind_word.load(Ordering::Relaxed);
-        if behind != 0 && unpack(behind).0 > now.1 + 1 {
+        if behind != 0 && b.unpack(behind).0 > now.1 + 1 {
             let next = state.word.0.load(Ordering::Acquire).max(behind);
-            let pause = classify(state, cfg, next, now.1, &mut flags)?;
+            let pause = classify(state, cfg, next, now, &mut flags)?;
             env.pause(pause);
             continue;
         }
         probe::rmw();
         let mut value = state.word.0.fetch_add(1, Ordering::AcqRel);
-        if unpack(value).0 < now.1 {
+        if b.unpack(value).0 < now.1 {
             state.discard();
-            match state.start_millisecond(now.1) {
+            match state.start_millisecond(b, now.1) {
                 Some(first) => value = first,
                 None => continue,
             }
@@ -514,19 +594,22 @@ pub fn next_id(state: &SharedState, cfg: &Config, env: &mut impl Env) -> Result<
     }
 }
 
-/// The clock as (Unix ms, ms since the epoch), or why no id can come from it.
-fn clock_millis(cfg: &Config, env: &mut impl Env) -> Result<(u64, u64), GenError> {
+/// The clock as (Unix ms, ticks since the epoch), or why no id can come from it.
+fn clock_ticks(cfg: &Config, env: &mut impl Env) -> Result<(u64, u64), GenError> {
+    let b = &cfg.base;
     let now_unix = env.now_unix_ms();
     let now = now_unix
-        .checked_sub(cfg.epoch_unix_ms)
+        .checked_sub(b.epoch_unix_ms)
         .ok_or(GenError::ClockBeforeEpoch {
             now_unix_ms: now_unix,
-            epoch_unix_ms: cfg.epoch_unix_ms,
-        })?;
-    if now > MAX_MILLIS {
+            epoch_unix_ms: b.epoch_unix_ms,
+        })?
+        / b.layout.unit_ms();
+    if now > b.layout.max_time() {
         return Err(GenError::Overflow {
             now_unix_ms: now_unix,
-            epoch_unix_ms: cfg.epoch_unix_ms,
+            epoch_unix_ms: b.epoch_unix_ms,
+            layout: b.layout,
         });
     }
     Ok((now_unix, now))
@@ -539,7 +622,7 @@ struct WaitFlags {
     regression: bool,
 }
 
-/// Hands out `value` once the clock has reached its millisecond and the horizon covers it.
+/// Hands out `value` once the clock has reached its tick and the horizon covers it.
 fn issue(
     state: &SharedState,
     cfg: &Config,
@@ -547,25 +630,29 @@ fn issue(
     value: u64,
     flags: &mut WaitFlags,
 ) -> Result<i64, GenError> {
-    let (millis, sequence) = unpack(value);
+    let (tick, sequence) = cfg.base.unpack(value);
     loop {
-        let (now_unix, now) = clock_millis(cfg, env)?;
-        if millis > now {
+        let now = clock_ticks(cfg, env)?;
+        if tick > now.1 {
             let pause = classify(state, cfg, value, now, flags)?;
             env.pause(pause);
             continue;
         }
-        if horizon_allows(state, now_unix, env)? {
+        if horizon_allows(state, now.0, env)? {
             let started = &state.read_mostly.0.started;
             if !started.load(Ordering::Relaxed) {
                 started.store(true, Ordering::Relaxed);
             }
-            let parts = Parts {
-                millis,
-                worker_id: cfg.worker_id,
+            let fields = Fields {
+                time: tick,
+                worker: u64::from(cfg.worker_id),
                 sequence,
             };
-            return Ok(compose(parts).expect("fields checked above"));
+            return Ok(cfg
+                .base
+                .layout
+                .compose(fields)
+                .expect("fields checked above"));
         }
     }
 }
@@ -578,31 +665,43 @@ fn issue(
 /// run, behind the seed: the horizon recorded before the run, up to a lead ahead of the clock
 /// that wrote it. Waiting out that lead is what a crash costs, not a clock that went back: only
 /// what lies beyond the lead is a regression, and only that is held against max_clock_wait.
+///
+/// In a layout whose tick is longer than a millisecond the clock is read in ms, and a wait for
+/// the next tick sleeps to its first millisecond instead of spinning through the tick; a
+/// distance in ticks is that many ticks' ms (the clock may be up to a tick less behind), and the
+/// seed's tick may lie up to a tick beyond the lead it came from.
 fn classify(
     state: &SharedState,
     cfg: &Config,
     value: u64,
-    now: u64,
+    (now_unix, now): (u64, u64),
     flags: &mut WaitFlags,
 ) -> Result<Pause, GenError> {
     let c = &state.counters.0;
     let rm = &state.read_mostly.0;
-    let millis = unpack(value).0;
-    if millis <= now + 1 {
+    let b = &cfg.base;
+    let unit = b.layout.unit_ms();
+    let tick = b.unpack(value).0;
+    if tick <= now + 1 {
         if !flags.exhausted {
             flags.exhausted = true;
             probe::rmw();
             c.exhaustion_waits.fetch_add(1, Ordering::Relaxed);
         }
-        return Ok(Pause::Spin);
+        if unit == 1 {
+            return Ok(Pause::Spin);
+        }
+        return Ok(Pause::Sleep {
+            ms: b.unix_ms_of(tick).saturating_sub(now_unix).max(1),
+        });
     }
-    let last = unpack(value - 1).0;
-    let behind_ms = last - now;
+    let last = b.unpack(value - 1).0;
+    let behind_ms = (last - now) * unit;
     let fresh = !rm.started.load(Ordering::Relaxed);
     let seed_next = rm.seed_next.load(Ordering::Relaxed);
-    let seed = unpack(seed_next.saturating_sub(1)).0;
+    let seed = b.unpack(seed_next.saturating_sub(1)).0;
     let regression = if fresh {
-        seed.saturating_sub(now).saturating_sub(HORIZON_LEAD_MS)
+        (seed.saturating_sub(now) * unit).saturating_sub(HORIZON_LEAD_MS + unit - 1)
     } else {
         behind_ms
     };
@@ -616,11 +715,11 @@ fn classify(
     if regression > cfg.max_clock_wait_ms {
         probe::rmw();
         rm.behind_word.fetch_max(value, Ordering::Relaxed);
-        let resume_unix_ms = millis + cfg.epoch_unix_ms;
+        let resume_unix_ms = b.unix_ms_of(tick);
         let max_wait_ms = cfg.max_clock_wait_ms;
         return Err(if fresh {
             GenError::ClockBehindHorizon {
-                behind_ms: seed.saturating_sub(now),
+                behind_ms: seed.saturating_sub(now) * unit,
                 max_wait_ms,
                 resume_unix_ms,
             }
@@ -632,9 +731,11 @@ fn classify(
             }
         });
     }
-    // Sleep until the millisecond before `value`, then spin into it.
+    // Sleep until the millisecond before `value`'s tick, then spin (or sleep) into it.
     Ok(Pause::Sleep {
-        ms: (millis - 1 - now).min(10),
+        ms: (b.unix_ms_of(tick) - 1)
+            .saturating_sub(now_unix)
+            .clamp(1, 10),
     })
 }
 

@@ -11,6 +11,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 const EPOCH: u64 = TWITTER_EPOCH_MS;
+const BASE: TimeBase = TimeBase::twitter(EPOCH);
 const T0: u64 = 1_767_225_600_000;
 
 struct ModelEnv {
@@ -49,7 +50,7 @@ impl Env for ModelEnv {
 
 fn cfg() -> Config {
     Config {
-        epoch_unix_ms: EPOCH,
+        base: BASE,
         worker_id: 3,
         max_clock_wait_ms: 1_000,
     }
@@ -66,7 +67,7 @@ fn model(threads: usize, per_thread: usize, now: u64, prepare: fn(&SharedState))
     builder.check(move || {
         let state = Arc::new(SharedState::default());
         prepare(&state);
-        let before = state.stats().ids_issued;
+        let before = state.stats(&BASE).ids_issued;
         let seeded = state.horizon();
         let slot = Arc::new(AtomicBool::new(false));
         let persisted = Arc::new(AtomicU64::new(seeded));
@@ -102,39 +103,41 @@ fn model(threads: usize, per_thread: usize, now: u64, prepare: fn(&SharedState))
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "a duplicate id");
-        assert_eq!(state.stats().ids_issued, before + n as u64);
+        assert_eq!(state.stats(&BASE).ids_issued, before + n as u64);
     });
 }
 
 /// A run that has begun: T0's millisecond started, the next value `next`, the horizon a lead
 /// ahead.
 fn running_at(s: &SharedState, next: u64) {
-    s.seed(EPOCH, T0 + HORIZON_LEAD_MS);
+    s.seed(&BASE, T0 + HORIZON_LEAD_MS);
     s.word.0.store(next, Ordering::SeqCst);
     s.counters
         .0
         .segment_start
-        .store(pack(T0 - EPOCH, 0), Ordering::SeqCst);
+        .store(BASE.pack(T0 - EPOCH, 0), Ordering::SeqCst);
     s.read_mostly.0.started.store(true, Ordering::SeqCst);
 }
 
 /// Within one millisecond: fetch_add alone.
 #[test]
 fn loom_the_common_path() {
-    model(3, 2, T0, |s| running_at(s, pack(T0 - EPOCH, 0)));
+    model(3, 2, T0, |s| running_at(s, BASE.pack(T0 - EPOCH, 0)));
 }
 
 /// The clock has moved on from the word's millisecond: values are given up and one caller
 /// starts the new millisecond with a compare-and-swap that others race.
 #[test]
 fn loom_the_start_of_a_millisecond() {
-    model(3, 1, T0 + 5, |s| running_at(s, pack(T0 - EPOCH, 7)));
+    model(3, 1, T0 + 5, |s| running_at(s, BASE.pack(T0 - EPOCH, 7)));
 }
 
 /// One id left in the millisecond: the others carry into the next and wait for the clock.
 #[test]
 fn loom_an_exhausted_millisecond() {
-    model(2, 2, T0, |s| running_at(s, pack(T0 - EPOCH, MAX_SEQUENCE)));
+    model(2, 2, T0, |s| {
+        running_at(s, BASE.pack(T0 - EPOCH, u64::from(MAX_SEQUENCE)))
+    });
 }
 
 /// The clock has reached the horizon: one caller pushes it (the slot), the others wait for
@@ -142,7 +145,7 @@ fn loom_an_exhausted_millisecond() {
 #[test]
 fn loom_the_horizon_push() {
     model(2, 1, T0 + 1, |s| {
-        s.seed(EPOCH, T0);
+        s.seed(&BASE, T0);
     });
 }
 
@@ -174,7 +177,7 @@ fn model_resume_after(ids: usize, now: u64, floor_unix_ms: u64, prepare: fn(&Sha
         };
         let registry = {
             let state = state.clone();
-            thread::spawn(move || state.resume_after(EPOCH, floor_unix_ms))
+            thread::spawn(move || state.resume_after(&BASE, floor_unix_ms))
         };
         let mut all = caller.join().unwrap();
         assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
@@ -201,7 +204,7 @@ fn model_resume_after(ids: usize, now: u64, floor_unix_ms: u64, prepare: fn(&Sha
 #[test]
 fn loom_resume_after_racing_the_common_path() {
     model_resume_after(3, T0, T0, |s| {
-        running_at(s, pack(T0 - EPOCH, MAX_SEQUENCE - 1))
+        running_at(s, BASE.pack(T0 - EPOCH, u64::from(MAX_SEQUENCE) - 1))
     });
 }
 
@@ -209,5 +212,7 @@ fn loom_resume_after_racing_the_common_path() {
 /// `resume_after` moves the run to just past the floor.
 #[test]
 fn loom_resume_after_racing_the_start_of_a_millisecond() {
-    model_resume_after(1, T0 + 5, T0 + 2, |s| running_at(s, pack(T0 - EPOCH, 7)));
+    model_resume_after(1, T0 + 5, T0 + 2, |s| {
+        running_at(s, BASE.pack(T0 - EPOCH, 7))
+    });
 }

@@ -3,6 +3,7 @@ use proptest::prelude::*;
 use std::collections::HashSet;
 
 const EPOCH: u64 = TWITTER_EPOCH_MS;
+const BASE: TimeBase = TimeBase::twitter(EPOCH);
 const T0: u64 = 1_767_225_600_000; // 2026-01-01 00:00:00 UTC
 
 /// A clock that stands still unless the test or a pause moves it.
@@ -131,7 +132,7 @@ impl Env for Threaded<'_> {
 
 fn cfg(worker_id: u16, max_clock_wait_ms: u64) -> Config {
     Config {
-        epoch_unix_ms: EPOCH,
+        base: BASE,
         worker_id,
         max_clock_wait_ms,
     }
@@ -139,7 +140,7 @@ fn cfg(worker_id: u16, max_clock_wait_ms: u64) -> Config {
 
 fn fresh() -> SharedState {
     let s = SharedState::default();
-    s.seed(EPOCH, 0);
+    s.seed(&BASE, 0);
     s
 }
 
@@ -299,7 +300,7 @@ fn an_exhausted_millisecond_waits_for_the_next() {
         }
     );
     assert_eq!(env.spins, 1);
-    let stats = state.stats();
+    let stats = state.stats(&BASE);
     assert_eq!(stats.exhaustion_waits, 1);
     assert_eq!(stats.ids_issued, 4097);
 }
@@ -319,7 +320,7 @@ fn a_clock_step_back_within_the_limit_waits_it_out() {
     );
     assert_eq!(env.now, T0);
     assert_eq!(decompose(after).unwrap().millis, T0 - EPOCH);
-    let stats = state.stats();
+    let stats = state.stats(&BASE);
     assert_eq!((stats.clock_regressions, stats.max_regression_ms), (1, 40));
 }
 
@@ -352,11 +353,11 @@ fn a_clock_step_back_beyond_the_limit_is_an_error_and_issues_nothing() {
         assert!(next_id(&state, &cfg(0, 100), &mut env).is_err());
     }
     assert_eq!(state.word.0.load(Ordering::SeqCst), word_before + 1);
-    assert_eq!(state.stats().ids_issued, 1);
+    assert_eq!(state.stats(&BASE).ids_issued, 1);
     env.now = T0;
     let next = next_id(&state, &cfg(0, 100), &mut env).unwrap();
     assert_eq!(decompose(next).unwrap().millis, T0 - EPOCH);
-    assert_eq!(state.stats().ids_issued, 2);
+    assert_eq!(state.stats(&BASE).ids_issued, 2);
 }
 
 #[test]
@@ -390,7 +391,7 @@ fn a_failed_persist_issues_nothing_and_frees_the_writer() {
         next_id(&state, &cfg(0, 0), &mut env),
         Err(GenError::Horizon(_))
     ));
-    assert_eq!(state.stats().ids_issued, 0);
+    assert_eq!(state.stats(&BASE).ids_issued, 0);
     env.fail_persist = false;
     next_id(&state, &cfg(0, 0), &mut env).expect("the writer slot was released");
 }
@@ -400,15 +401,15 @@ fn a_taken_over_worker_id_resumes_after_its_floor_and_still_pushes_the_horizon()
     // The run starts from its own horizon; the registry says the id's last holder may have
     // issued up to 3 s later.
     let state = SharedState::default();
-    state.seed(EPOCH, T0);
+    state.seed(&BASE, T0);
     let floor = T0 + 3_000;
-    assert!(state.resume_after(EPOCH, floor));
+    assert!(state.resume_after(&BASE, floor));
     assert!(
-        !state.resume_after(EPOCH, floor - 10),
+        !state.resume_after(&BASE, floor - 10),
         "a lower floor moves nothing"
     );
     assert_eq!(
-        state.stats().horizon_unix_ms,
+        state.stats(&BASE).horizon_unix_ms,
         T0,
         "the floor is not a durable horizon"
     );
@@ -423,7 +424,7 @@ fn a_taken_over_worker_id_resumes_after_its_floor_and_still_pushes_the_horizon()
         "{:?}",
         env.persisted
     );
-    assert_eq!(state.stats().ids_issued, 1);
+    assert_eq!(state.stats(&BASE).ids_issued, 1);
 }
 
 #[test]
@@ -438,13 +439,13 @@ fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
 
     // The server comes back with its clock 5 s behind: no id, a clear error.
     let second = SharedState::default();
-    second.seed(EPOCH, mark);
+    second.seed(&BASE, mark);
     let mut env = FakeEnv::at(T0 - 5_000);
     assert!(matches!(
         next_id(&second, &cfg(3, 1000), &mut env),
         Err(GenError::ClockBehindHorizon { .. })
     ));
-    assert_eq!(second.stats().ids_issued, 0);
+    assert_eq!(second.stats(&BASE).ids_issued, 0);
 
     // Once the clock is within max_clock_wait of the mark, it waits and resumes above it.
     env.now = mark - 500;
@@ -452,7 +453,7 @@ fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
     assert!(resumed > last);
     assert_eq!(decompose(resumed).unwrap().millis + EPOCH, mark + 1);
     assert_eq!(
-        second.stats().ids_issued,
+        second.stats(&BASE).ids_issued,
         1,
         "the seed is not counted as an id"
     );
@@ -463,8 +464,8 @@ fn a_clean_shutdown_records_the_last_millisecond_issued() {
     let state = fresh();
     let mut env = FakeEnv::at(T0);
     next_id(&state, &cfg(0, 0), &mut env).unwrap();
-    assert_eq!(state.high_water_unix_ms(EPOCH), T0);
-    assert_eq!(state.stats().last_millis, Some(T0 - EPOCH));
+    assert_eq!(state.high_water_unix_ms(&BASE), T0);
+    assert_eq!(state.stats(&BASE).last_millis, Some(T0 - EPOCH));
 }
 
 #[test]
@@ -514,9 +515,9 @@ fn concurrent_generators_never_collide() {
         }
     }
     assert_eq!(all.len(), 4 * per_thread);
-    assert_eq!(state.stats().ids_issued, 4 * per_thread as u64);
+    assert_eq!(state.stats(&BASE).ids_issued, 4 * per_thread as u64);
     // The clock did not go back during the test: a racing peer must not look like it did.
-    assert_eq!(state.stats().clock_regressions, 0);
+    assert_eq!(state.stats(&BASE).clock_regressions, 0);
 }
 
 #[test]
@@ -525,12 +526,12 @@ fn a_replayed_horizon_restarts_the_run_past_it_and_never_lowers_it() {
     let mut env = FakeEnv::at(T0);
     let before = next_id(&s, &cfg(1, 10_000), &mut env).unwrap();
     assert!(
-        !s.replay_horizon(EPOCH, T0),
+        !s.replay_horizon(&BASE, T0),
         "a horizon at or below the current one is ignored"
     );
     // The primary (another worker id) recorded a horizon 3 s past this clock.
-    assert!(s.replay_horizon(EPOCH, T0 + 3_000));
-    assert_eq!(s.stats().horizon_unix_ms, T0 + 3_000);
+    assert!(s.replay_horizon(&BASE, T0 + 3_000));
+    assert_eq!(s.stats(&BASE).horizon_unix_ms, T0 + 3_000);
     let after = next_id(&s, &cfg(2, 10_000), &mut env).unwrap();
     let parts = decompose(after).unwrap();
     assert_eq!(
@@ -544,8 +545,8 @@ fn a_replayed_horizon_restarts_the_run_past_it_and_never_lowers_it() {
         env.sleeps.iter().sum::<u64>() >= 2_990,
         "by sleeping, not spinning"
     );
-    assert!(!s.replay_horizon(EPOCH, T0 + 2_000));
-    assert!(s.stats().horizon_unix_ms >= T0 + 3_000);
+    assert!(!s.replay_horizon(&BASE, T0 + 2_000));
+    assert!(s.stats(&BASE).horizon_unix_ms >= T0 + 3_000);
 }
 
 #[test]
@@ -571,7 +572,7 @@ fn cover_pushes_the_horizon_ahead_of_a_time_and_leaves_it_when_far_enough() {
 #[test]
 fn a_crash_lead_is_waited_out_whatever_the_wait_and_is_not_a_regression() {
     let state = SharedState::default();
-    state.seed(EPOCH, T0 + HORIZON_LEAD_MS);
+    state.seed(&BASE, T0 + HORIZON_LEAD_MS);
     let mut env = FakeEnv::at(T0);
     let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
     assert_eq!(
@@ -584,7 +585,7 @@ fn a_crash_lead_is_waited_out_whatever_the_wait_and_is_not_a_regression() {
         T0 + HORIZON_LEAD_MS + 1,
         "then into the next millisecond"
     );
-    let stats = state.stats();
+    let stats = state.stats(&BASE);
     assert_eq!((stats.clock_regressions, stats.max_regression_ms), (0, 0));
 }
 
@@ -593,7 +594,7 @@ fn a_crash_lead_is_waited_out_whatever_the_wait_and_is_not_a_regression() {
 #[test]
 fn a_clock_behind_the_recorded_horizon_beyond_the_lead_is_a_regression() {
     let state = SharedState::default();
-    state.seed(EPOCH, T0 + HORIZON_LEAD_MS + 500);
+    state.seed(&BASE, T0 + HORIZON_LEAD_MS + 500);
     let mut env = FakeEnv::at(T0);
     match next_id(&state, &cfg(0, 100), &mut env) {
         Err(
@@ -611,8 +612,8 @@ fn a_clock_behind_the_recorded_horizon_beyond_the_lead_is_a_regression() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(state.stats().max_regression_ms, 500);
-    assert_eq!(state.stats().ids_issued, 0);
+    assert_eq!(state.stats(&BASE).max_regression_ms, 500);
+    assert_eq!(state.stats(&BASE).ids_issued, 0);
     let id = next_id(&state, &cfg(0, 600), &mut env).unwrap();
     assert_eq!(
         decompose(id).unwrap().millis + EPOCH,
@@ -779,9 +780,14 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
                         }
                     };
                     let now = clock.load(Ordering::SeqCst);
-                    wait_until(&|| state.stats().last_millis.is_some_and(|m| m + EPOCH >= now));
+                    wait_until(&|| {
+                        state
+                            .stats(&BASE)
+                            .last_millis
+                            .is_some_and(|m| m + EPOCH >= now)
+                    });
                     clock.fetch_sub(5, Ordering::SeqCst);
-                    wait_until(&|| state.stats().clock_regressions > 0);
+                    wait_until(&|| state.stats(&BASE).clock_regressions > 0);
                 } else {
                     clock.fetch_add(1, Ordering::SeqCst);
                 }
@@ -817,7 +823,7 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
             assert!(decompose(id).unwrap().millis + EPOCH <= persisted.load(Ordering::SeqCst));
         }
     }
-    let stats = state.stats();
+    let stats = state.stats(&BASE);
     assert_eq!(stats.ids_issued, all.len() as u64);
     assert!(stats.exhaustion_waits > 0, "some milliseconds filled");
     assert!(stats.clock_regressions > 0, "the step back was seen");
@@ -930,12 +936,12 @@ fn a_step_back_after_a_full_millisecond_is_measured_from_its_last_id() {
         }) => assert_eq!(resume_unix_ms, T0 + 1),
         other => panic!("expected ClockBehind by 101 ms, got {other:?}"),
     }
-    assert_eq!(state.stats().max_regression_ms, 101);
+    assert_eq!(state.stats(&BASE).max_regression_ms, 101);
     // ... and within a 101 ms one: waited out, then the first id of T0 + 1.
     let (state, mut env) = fill(101);
     let id = next_id(&state, &cfg(0, 101), &mut env).unwrap();
     assert_eq!(decompose(id).unwrap().millis + EPOCH, T0 + 1);
-    assert_eq!(state.stats().max_regression_ms, 101);
+    assert_eq!(state.stats(&BASE).max_regression_ms, 101);
 }
 
 /// An environment that counts the callers that try for the horizon writer slot, and can let
@@ -1026,8 +1032,11 @@ fn a_writer_writes_nothing_when_another_pushed_the_horizon_far_enough_meanwhile(
         assert_eq!(decompose(id).unwrap().millis + EPOCH, T0);
         assert_eq!(env.inner.persisted, persisted, "published {published}");
         assert_eq!(
-            state.stats().horizon_unix_ms,
+            state.stats(&BASE).horizon_unix_ms,
             persisted.last().copied().unwrap_or(published)
         );
     }
 }
+
+// The generator under every layout.
+mod layouts;

@@ -1,0 +1,129 @@
+"""Snowflake layouts on a server (idgen.layout): ids made under the chosen split and time unit, a
+layout checked at start-up, the layout recorded with the horizon so that it never changes
+silently, and a standby that replays a primary of another layout."""
+import os
+import time
+
+import psycopg2
+import pytest
+from cluster import wait_for_replay
+from conftest import sqlstate_and_hint
+
+pytestmark = pytest.mark.version_specific("guc", "wal")
+
+EPOCH = 1288834974657  # idgen.epoch's default
+
+
+def horizon_file(c):
+    with open(os.path.join(c.data_dir, "idgen_horizon")) as f:
+        return f.read()
+
+
+def test_a_sonyflake_server_makes_sonyflake_ids_of_its_worker_and_its_ten_millisecond_ticks(cluster_factory):
+    c = cluster_factory("sony", worker_id=40000, conf=["idgen.layout = 'sonyflake'"])
+    c.q("CREATE EXTENSION idgen")
+    assert c.one("SHOW idgen.layout") == "sonyflake"
+    before_ms = time.time() * 1000
+    rows = c.q("""SELECT id, snowflake_worker_id(id, 'sonyflake'), snowflake_sequence(id, 'sonyflake'),
+                         extract(epoch FROM snowflake_timestamp(id)) * 1000
+                  FROM (SELECT snowflake_next() AS id FROM generate_series(1, 2000)) s""")
+    after_ms = time.time() * 1000
+    ids = [r[0] for r in rows]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert {r[1] for r in rows} == {40000}
+    assert max(r[2] for r in rows) <= 255, "8 bits of sequence"
+    # each id's tick began at most a tick before the call, and not after it
+    assert all(before_ms - 10 <= r[3] <= after_ms for r in rows), (before_ms, rows[0], after_ms)
+    assert all((int(r[3]) - EPOCH) % 10 == 0 for r in rows), "10-ms ticks from the epoch"
+    # 2,000 ids need at least 8 ticks of 256: the generator waited into each next tick
+    assert len({r[3] for r in rows}) >= 8
+    # the decoders that read the server's layout agree with the explicit ones; the one-argument
+    # IMMUTABLE ones (Twitter's layout) refuse and name the form to use
+    assert c.one(f"SELECT snowflake_timestamp({ids[0]}) = snowflake_timestamp({ids[0]}, {EPOCH}, 'sonyflake')")
+    text = sqlstate_and_hint(c.error(f"SELECT snowflake_worker_id({ids[0]})"))
+    assert text.startswith("55000: snowflake_worker_id(id) decodes Twitter's layout, and this server's "
+                           "idgen.layout is sonyflake"), text
+    assert "HINT: Pass the layout: snowflake_worker_id(id, 'sonyflake')" in text, text
+    c.stop()
+    assert " layout=sonyflake" in horizon_file(c), "the horizon records the layout"
+
+
+def test_a_js53_server_makes_only_ids_a_javascript_number_holds(cluster_factory):
+    c = cluster_factory("js", worker_id=127, conf=["idgen.layout = 'js53'"])
+    c.q("CREATE EXTENSION idgen")
+    top, n = c.q("SELECT max(id), count(*) FROM (SELECT snowflake_next() AS id FROM generate_series(1, 5000)) s")[0]
+    assert n == 5000 and top < 2**53
+    assert float(top) == top, "exact as a double"
+
+
+@pytest.mark.parametrize("conf, says", [
+    (["idgen.layout = '42/11/12'"], "invalid value for idgen.layout: 42/11/12 does not fit a bigint"),
+    (["idgen.layout = 'snowflakes'"], 'invalid value for idgen.layout: "snowflakes" is not a snowflake layout'),
+    (["idgen.layout = 'js53'", "idgen.worker_id = 128"],
+     "idgen.worker_id = 128 does not fit layout js53's worker field (7 bits: 0-127)"),
+])
+def test_a_layout_that_does_not_fit_stops_the_server_from_starting_saying_why(cluster_factory, conf, says):
+    c = cluster_factory("bad_layout", start=False, conf=conf)
+    assert not c.try_start()
+    assert says in c.log(), c.log()[-2000:]
+
+
+def test_a_changed_layout_is_taken_only_where_its_ids_sort_above_every_id_made_before(cluster_factory):
+    """Twitter's ids to Instagram's: Instagram's carry the time a bit further up, so they sort
+    above; back to Twitter's, they would sort below, and snowflake_next() refuses until the
+    setting is put back. The horizon file keeps naming the layout ids were made under."""
+    c = cluster_factory("change", worker_id=5)
+    c.q("CREATE EXTENSION idgen")
+    c.q("CREATE TABLE t (id bigint)")
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10000)")
+    twitter_top = c.one("SELECT max(id) FROM t")
+    c.stop()
+    assert "layout=" not in horizon_file(c), "Twitter's layout keeps the 0.1.0 file format"
+    c.append_conf("idgen.layout = 'instagram'")
+    c.start()
+    assert "snowflake layout changed from twitter to instagram" in c.log()
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10000)")
+    assert c.one(f"SELECT min(id) > {twitter_top} FROM t WHERE id > {twitter_top}")
+    assert c.one(f"SELECT count(*) FROM t WHERE id > {twitter_top}") == 10000
+    assert c.one("SELECT count(DISTINCT id) FROM t") == 20000
+    instagram_top = c.one("SELECT max(id) FROM t")
+    c.stop()
+    assert " layout=instagram" in horizon_file(c)
+    c.append_conf("idgen.layout = 'twitter'")
+    c.start()
+    e = c.error("SELECT snowflake_next()")
+    text = sqlstate_and_hint(e)
+    assert text.startswith("55000: snowflake_next() refuses to run: idgen.layout is twitter, and the file "
+                           "idgen_horizon records ids made under instagram"), text
+    assert "HINT: Set idgen.layout = 'instagram' in postgresql.conf and restart" in text, text
+    assert "records ids made under instagram" in c.log()
+    c.stop()
+    assert " layout=instagram" in horizon_file(c), "a refused change leaves the file naming the old layout"
+    c.append_conf("idgen.layout = 'instagram'")
+    c.start()
+    assert c.one(f"SELECT snowflake_next() > {instagram_top}")
+
+
+def test_a_standby_with_another_layout_warns_and_refuses_ids_after_promotion(cluster_factory):
+    primary = cluster_factory("primary", worker_id=1, conf=["idgen.layout = 'instagram'"])
+    primary.q("CREATE EXTENSION idgen")
+    standby = primary.base_backup(os.path.join(cluster_factory.base, "standby"),
+                                  conf=["idgen.layout = 'twitter'"])
+    cluster_factory.made.append(standby)
+    standby.start()
+    last = primary.one("SELECT max(snowflake_next()) FROM generate_series(1, 100)")  # a horizon record
+    wait_for_replay(primary, standby)
+    deadline = time.monotonic() + 10
+    while "the primary's idgen.layout (instagram) differs from this server's (twitter)" not in standby.log():
+        assert time.monotonic() < deadline, standby.log()[-2000:]
+        time.sleep(0.2)
+    primary.stop("immediate")
+    standby.promote()
+    with pytest.raises(psycopg2.Error) as e:
+        standby.one("SELECT snowflake_next()")
+    assert e.value.pgcode == "55000" and "idgen.layout = 'instagram'" in (e.value.diag.message_hint or ""), e.value
+    standby.stop()
+    assert " primary-layout=instagram" in horizon_file(standby), "a restart does not forget the conflict"
+    standby.append_conf("idgen.layout = 'instagram'")
+    standby.start()
+    assert standby.one(f"SELECT snowflake_next() > {last}")
