@@ -72,8 +72,8 @@ MUTANTS = [
         "crash-lead-ignored",
         "the lead a crash leaves is waited out, never held against idgen.max_clock_wait",
         "src/core/src/snowflake.rs",
-        "        seed.saturating_sub(now).saturating_sub(HORIZON_LEAD_MS)",
-        "        seed.saturating_sub(now)",
+        "        (seed.saturating_sub(now) * unit).saturating_sub(HORIZON_LEAD_MS + unit - 1)",
+        "        seed.saturating_sub(now) * unit",
         ("pg_test/test_clock.py::test_the_lead_a_crash_leaves_is_waited_out_and_is_no_clock_regression",),
     ),
     Mutant(
@@ -168,7 +168,8 @@ def first_failure(xml_path):
 def schedule_seeds(m, args, pg_bin, venv, version):
     """The mutant (installed) against the fault schedule with many seeds: how many catch it."""
     import json
-    seeds = [119, *range(1001, 1000 + args.schedule_seeds)]  # 119: test_chaos.py's FIXED_SEED
+    seeds = args.seeds or [119, *range(1001, 1000 + args.schedule_seeds)]  # 119: test_chaos.py's FIXED_SEED
+    secs = args.schedule_seconds
     rows = []
     for seed in seeds:
         out = os.path.join(args.copy, f"chaos-{seed}")
@@ -176,7 +177,8 @@ def schedule_seeds(m, args, pg_bin, venv, version):
         run(["chown", "postgres", out], check=True)
         started = time.monotonic()
         run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", "PYTHONDONTWRITEBYTECODE=1",
-             f"{venv}/bin/python", "pg_test/faults/chaos.py", "--seconds", "40", "--seed", str(seed), "--out", out],
+             f"{venv}/bin/python", "pg_test/faults/chaos.py", "--seconds", str(secs), "--seed", str(seed), "--out", out,
+             *args.chaos_args.split()],
             cwd=args.copy, capture_output=True)
         with open(os.path.join(out, "chaos.json")) as f:
             s = json.load(f)
@@ -184,28 +186,34 @@ def schedule_seeds(m, args, pg_bin, venv, version):
         print(f"== seed {seed}: {s['violations']} violations", flush=True)
     caught = sum(1 for _, s, _ in rows if s["violations"])
     with open(args.out, "w") as f:
-        f.write(f"# `{m.name}` against the fault schedule, {len(rows)} seeds\n\nWritten by `bash pg_test/mutants/run "
-                f"--only {m.name} --schedule-seeds {len(rows)}` on {version}, this project's 2-vCPU machine: the "
-                f"planted bug built and installed, then the 40-second schedule that `make test` runs, once per "
-                f"seed (119 is its fixed seed). **{caught} of {len(rows)} seeds caught it.**\n\n"
+        how = (f"--seeds {','.join(map(str, seeds))} --schedule-seconds {secs}"
+               + (f' --chaos-args "{args.chaos_args}"' if args.chaos_args else "")) if args.seeds \
+            else f"--schedule-seeds {len(rows)}"
+        what = ("the 40-second schedule that `make test` runs, once per seed (119 is its fixed seed)" if secs == 40
+                else f"the {secs}-second schedule ({args.chaos_args or 'chaos.py defaults'})")
+        f.write(f"# `{m.name}` against the fault schedule, {len(rows)} seed{'s' if len(rows) > 1 else ''}\n\n"
+                f"Written by `bash pg_test/mutants/run --only {m.name} {how}` on {version}, this project's 2-vCPU "
+                f"machine: the planted bug built and installed, then {what}. **{caught} of {len(rows)} "
+                f"seed{'s' if len(rows) > 1 else ''} caught it.**\n\n"
                 "| seed | ids checked | violations | handed out twice or more | below an id handed out before it "
-                "| clock_back_crash on w3 | run, s |\n|---:|---:|---:|---:|---:|---|---:|\n")
+                "| w3 set back and crashed at, s | run, s |\n|---:|---:|---:|---:|---:|---:|---:|\n")
         for seed, s, took in rows:
             v = s.get("violations_by_kind", {})
-            w3 = "yes" if any(f.kind == "clock_back_crash" and f.target == "w3" for f in chaos_schedule(seed)) else "no"
+            w3 = ", ".join(f"{f.at_s:.0f}" for f in chaos_schedule(seed, secs)
+                           if (f.kind, f.target) == ("clock_back_crash", "w3"))
             f.write(f"| {seed} | {s['ids_checked']:,} | {s['violations']:,} | {v.get('handed out twice or more', 0):,} "
                     f"| {v.get('below an id handed out before it', 0):,} | {w3} | {took:.0f} |\n")
     print(f"{m.name}: {caught} of {len(rows)} seeds caught it; table in {args.out}")
     return 0
 
 
-def chaos_schedule(seed):
-    """The faults the 40-second schedule draws for a seed (chaos.py, imported once)."""
+def chaos_schedule(seed, seconds=40):
+    """The faults the schedule draws for a seed (chaos.py, imported once)."""
     for folder in (os.path.join(ROOT, "pg_test"), os.path.join(ROOT, "pg_test", "faults")):
         if folder not in sys.path:
             sys.path.insert(0, folder)
     import chaos
-    return chaos.schedule(seed, 40)
+    return chaos.schedule(seed, seconds)
 
 
 def main(argv=None):
@@ -216,7 +224,14 @@ def main(argv=None):
     ap.add_argument("--schedule-seeds", type=int, default=0, metavar="N",
                     help="instead of the guarding tests: the --only mutant against the fault schedule's "
                          "40-second run with N seeds (the first is make test's fixed one), a table to --out")
+    ap.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="with the schedule: these seeds (comma-separated) instead of --schedule-seeds N's")
+    ap.add_argument("--schedule-seconds", type=int, default=40, help="with the schedule: its length, s")
+    ap.add_argument("--chaos-args", default="", help="with the schedule: more chaos.py arguments, e.g. "
+                    "\"--rate 300 --pause-ms 5 --mean-gap 4\"")
     args = ap.parse_args(argv)
+    if args.seeds:
+        args.schedule_seeds = len(args.seeds)
     pg_config, venv = os.environ["PG_CONFIG"], os.environ["VENV"]
     pg_bin = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
     version = subprocess.run([pg_config, "--version"], capture_output=True, text=True, check=True).stdout.strip()
