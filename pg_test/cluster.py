@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import psycopg2
@@ -92,17 +93,25 @@ class FakeClock:
         self.path = path
         self.live = live
         self._running = running
+        # one writer at a time (held by set(); a caller may hold it around its own bookkeeping)
+        self.lock = threading.RLock()
         self.set("+0", settle=False)
 
     def set(self, offset, settle=True):
         """Writes the offset (atomically: a reader never sees half a file). On a running
         live-clock server it then waits until every process uses it, unless settle=False:
         then the clock steps within SETTLE_S, at a moment the caller does not choose."""
-        tmp = self.path + ".new"
-        with open(tmp, "w") as f:
-            f.write(offset + "\n")
-        os.replace(tmp, self.path)
-        if settle and self.live and self._running():
+        with self.lock:
+            tmp = f"{self.path}.{threading.get_ident()}.new"
+            with open(tmp, "w") as f:
+                f.write(offset + "\n")
+            os.replace(tmp, self.path)
+        if settle:
+            self.settle()
+
+    def settle(self):
+        """On a running live-clock server, waits until every process uses the offset written."""
+        if self.live and self._running():
             time.sleep(self.SETTLE_S)
 
     def env(self):

@@ -747,12 +747,22 @@ class Run:
             s.start()
             return f"{s.name}: stopped immediately, restarted"
 
-    def _set_clock(self, name, offset_s, settle):
-        """Steps a server's clock to offset_s (absolute), noting when, for the checker."""
-        with self.history_lock:
-            self.offsets.setdefault(name, [(0.0, 0.0)]).append((self.wall_ms(), offset_s * 1000.0))
-            self.offset_now[name] = offset_s
-        self.servers[name].clock.set(f"{offset_s:+.3f}", settle=settle)
+    def _set_clock(self, name, settle, *, to=None, by=None):
+        """Steps a server's clock to an offset (`to`, absolute) or by one (`by`, from where it
+        stands), noting when, for the checker; returns the new offset. One step of a clock at a
+        time, under its lock: two faults stepping one clock at once (a clock_step in a
+        clock_back_failover) once raced on the offset file (the 30-minute run saw four fail),
+        and could leave the file at one offset while the checker noted the other."""
+        clock = self.servers[name].clock
+        with clock.lock:
+            offset_s = to if to is not None else self.offset_now.get(name, 0.0) + by
+            with self.history_lock:
+                self.offsets.setdefault(name, [(0.0, 0.0)]).append((self.wall_ms(), offset_s * 1000.0))
+                self.offset_now[name] = offset_s
+            clock.set(f"{offset_s:+.3f}", settle=False)
+        if settle:
+            clock.settle()
+        return offset_s
 
     def do_clock_step(self, f):
         """A writer's or a standby's clock moves by the amount from where it stands, so that a step
@@ -760,8 +770,10 @@ class Run:
         back 10 s and, while w3 restarted, a step put it at +1.6 s: the step back came to
         nothing). The registry's is set to the amount: it stays within the skew it assumes."""
         name = self.resolve(f.target)
-        offset = f.amount if name == "registry" else self.offset_now.get(name, 0.0) + f.amount
-        self._set_clock(name, offset, settle=False)
+        if name == "registry":
+            offset = self._set_clock(name, False, to=f.amount)
+        else:
+            offset = self._set_clock(name, False, by=f.amount)
         return f"{name}: clock now {offset:+.3f} s"
 
     def _back_s(self, f, writer):
@@ -774,8 +786,7 @@ class Run:
     def do_clock_back_crash(self, f):
         with self._locked(f.target) as s:
             back = self._back_s(f, s)
-            offset = self.offset_now.get(s.name, 0.0) - back
-            self._set_clock(s.name, offset, settle=True)
+            offset = self._set_clock(s.name, True, by=-back)
             s.kill_everything()
             s.start()
             return f"{s.name}: clock set back {back:.3f} s (now {offset:+.3f} s), postmaster killed, restarted"
@@ -783,8 +794,7 @@ class Run:
     def do_clock_back_failover(self, f):
         name, primary = self.resolve("sync"), self.servers[self.resolve("primary")]
         back = self._back_s(f, primary)
-        offset = self.offset_now.get(name, 0.0) - back
-        self._set_clock(name, offset, settle=True)
+        offset = self._set_clock(name, True, by=-back)
         return f"{name}'s clock set back {back:.3f} s (now {offset:+.3f} s); " + self.do_failover(f)
 
     def do_link_cut(self, f):

@@ -175,3 +175,30 @@ def test_a_fault_holding_a_servers_lock_does_not_wait_for_a_failover_that_waits_
         assert s.name == "a"
     f.join(10)
     assert failover_done.is_set(), "the failover could not take the lock the fault held"
+
+
+def test_faults_that_step_one_clock_at_once_never_trip_over_each_other(tmp_path):
+    """The 30-minute run saw four clock_back_failovers fail: a clock_step on the same server
+    wrote the same temporary file and renamed it away first. Now each write is its own and one
+    at a time; the file always ends at the last offset written."""
+    import cluster
+    clock = cluster.FakeClock(str(tmp_path / "offset"), running=lambda: False)
+    errors, last = [], {}
+
+    def step(k):
+        try:
+            for i in range(300):
+                with clock.lock:
+                    clock.set(f"+{k}.{i:03d}", settle=False)
+                    last["value"] = f"+{k}.{i:03d}"
+        except OSError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=step, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert (tmp_path / "offset").read_text() == last["value"] + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["offset"], "no temporary file left"
