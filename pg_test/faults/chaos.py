@@ -877,7 +877,9 @@ class Run:
                                                                self.timeline[old.name], synchronous, replayed_ms))
                 self.roles = {"primary": new.name, "sync": new_sync.name,
                               "async": other.name if synchronous else old.name}
-                for relay in (*self.relays.values(), self.client_relays["primary"]):
+                # (no client relay before the load begins: a test may fail over a built lineage)
+                relays = [*self.relays.values()] + [r for k, r in self.client_relays.items() if k == "primary"]
+                for relay in relays:
                     relay.point_at(new.port)
                 how = [f"{old.name} -> {new.name}" + ("" if synchronous else f" (asynchronous; it had replayed "
                                                                               f"the horizon to {replayed_ms} ms)")]

@@ -10,6 +10,7 @@ says the mutant no longer applies: pg_test/mutants/test_mutants_apply.py checks 
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -168,7 +169,9 @@ def first_failure(xml_path):
 def schedule_seeds(m, args, pg_bin, venv, version):
     """The mutant (installed) against the fault schedule with many seeds: how many catch it."""
     import json
-    seeds = args.seeds or [119, *range(1001, 1000 + args.schedule_seeds)]  # 119: test_chaos.py's FIXED_SEED
+    fixed = fixed_seed()
+    seeds = args.seeds or [fixed, *[s for s in range(1001, 1000 + args.schedule_seeds + 1) if s != fixed]][
+        :args.schedule_seeds]
     secs = args.schedule_seconds
     rows = []
     for seed in seeds:
@@ -189,7 +192,8 @@ def schedule_seeds(m, args, pg_bin, venv, version):
         how = (f"--seeds {','.join(map(str, seeds))} --schedule-seconds {secs}"
                + (f' --chaos-args "{args.chaos_args}"' if args.chaos_args else "")) if args.seeds \
             else f"--schedule-seeds {len(rows)}"
-        what = ("the 40-second schedule that `make test` runs, once per seed (119 is its fixed seed)" if secs == 40
+        what = (f"the 40-second schedule that `make test` runs, once per seed ({seeds[0]} is its fixed seed)"
+                if secs == 40
                 else f"the {secs}-second schedule ({args.chaos_args or 'chaos.py defaults'})")
         f.write(f"# `{m.name}` against the fault schedule, {len(rows)} seed{'s' if len(rows) > 1 else ''}\n\n"
                 f"Written by `bash pg_test/mutants/run --only {m.name} {how}` on {version}, this project's 2-vCPU "
@@ -205,6 +209,12 @@ def schedule_seeds(m, args, pg_bin, venv, version):
                     f"| {v.get('below an id handed out before it', 0):,} | {w3} | {took:.0f} |\n")
     print(f"{m.name}: {caught} of {len(rows)} seeds caught it; table in {args.out}")
     return 0
+
+
+def fixed_seed():
+    """make test's fixed seed, FIXED_SEED in pg_test/test_chaos.py."""
+    with open(os.path.join(ROOT, "pg_test", "test_chaos.py")) as f:
+        return int(re.search(r"^FIXED_SEED = (\d+)", f.read(), re.M).group(1))
 
 
 def chaos_schedule(seed, seconds=40):
