@@ -144,7 +144,7 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
             .hint("Check the system clock, or idgen.epoch in postgresql.conf.")
             .raise(),
         GenError::Overflow { .. } => error(errors::SYSTEM_ERROR, message)
-            .hint("Snowflake ids span about 69.7 years from idgen.epoch; a later epoch would make new ids sort below old ones.")
+            .hint("A layout's ids span its lifetime from idgen.epoch (Twitter's: about 69.7 years; docs/layouts.md lists each); a later epoch would make new ids sort below old ones.")
             .raise(),
         GenError::ClockBehindHorizon { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
             .detail(format!(
