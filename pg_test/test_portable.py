@@ -175,7 +175,12 @@ def test_the_same_names_signatures_and_labels(both, pg_major):
     only_extension = {"base62_encode_keyed(n bigint, width integer, alphabet text)",
                       "base62_decode_keyed(code text, alphabet text)", "idgen_stats()", "idgen_lease_status()",
                       "snowflake_convert_column(tbl regclass, col name, drop_sequence boolean)",
-                      "uuid_v7_convert_column(tbl regclass, col name)"}
+                      "uuid_v7_convert_column(tbl regclass, col name)",
+                      # the decoders that take a layout (0.3.0): the portable edition speaks Twitter's
+                      # layout only so far (docs/layouts.md, "What is not done yet")
+                      "snowflake_timestamp(id bigint, epoch_ms bigint, layout text)",
+                      "snowflake_worker_id(id bigint, layout text)", "snowflake_sequence(id bigint, layout text)",
+                      "snowflake_from_timestamp(ts timestamp with time zone, epoch_ms bigint, layout text)"}
     if pg_major < 18:
         only_extension |= {"uuidv7()", "uuid_extract_timestamp(id uuid)"}
     assert set(ext) - set(port) == only_extension
