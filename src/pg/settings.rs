@@ -11,7 +11,8 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// -1 means unset. Postmaster context: a session can never pick its own worker id, which is how
 /// two writers end up sharing one and minting the same ids; and it cannot change under running
@@ -44,9 +45,9 @@ static EPOCH: GucSetting<Option<CString>> =
 /// The snowflake layout (`idgen_core::layout`): a name or time/worker/sequence bits and a unit.
 /// Postmaster context, as the epoch: it decides how every id of the server's run is packed.
 static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"twitter"));
-/// idgen.layout parsed, as its 4-byte code (`Layout::to_code`), by the postmaster at start-up;
-/// 0 until then (no layout has code 0).
-static LAYOUT_CODE: AtomicU32 = AtomicU32::new(0);
+/// idgen.layout parsed once, by the postmaster at start-up (every backend inherits it): read per
+/// id by snowflake_next(), so a plain load, not a parse or a check.
+static LAYOUT_PARSED: OnceLock<Layout> = OnceLock::new();
 const LAYOUT_GUC: &CStr = c"idgen.layout";
 /// Long enough to ride out a small NTP step and the horizon lead after crash recovery
 /// (`HORIZON_LEAD_MS`, 1 s); short enough that a real clock fault fails a statement instead of
@@ -213,7 +214,7 @@ pub fn register(preloading: bool) {
     }
     // The layout, likewise, and the worker id against its worker field: both stop the start.
     let layout = parse_layout(&text_of_setting(&LAYOUT, "twitter"));
-    LAYOUT_CODE.store(layout.to_code(), Ordering::Relaxed);
+    let _ = LAYOUT_PARSED.set(layout);
     match worker_mode() {
         Some(Mode::Fixed(id)) if u64::from(id) > layout.max_worker() => error(
             errors::INVALID_PARAMETER,
@@ -251,18 +252,15 @@ fn parse_layout(text: &str) -> Layout {
 /// functions still honour an idgen.layout written in postgresql.conf (a placeholder then).
 #[track_caller]
 pub fn layout() -> Layout {
-    match Layout::from_code(LAYOUT_CODE.load(Ordering::Relaxed)) {
-        Some(layout) => layout,
-        None => {
-            let raw = unsafe { pg_sys::GetConfigOption(LAYOUT_GUC.as_ptr(), true, false) };
-            if raw.is_null() {
-                return Layout::TWITTER;
-            }
-            let layout = parse_layout(&unsafe { CStr::from_ptr(raw) }.to_string_lossy());
-            LAYOUT_CODE.store(layout.to_code(), Ordering::Relaxed);
-            layout
-        }
+    if let Some(layout) = LAYOUT_PARSED.get() {
+        return *layout;
     }
+    let raw = unsafe { pg_sys::GetConfigOption(LAYOUT_GUC.as_ptr(), true, false) };
+    if raw.is_null() {
+        return Layout::TWITTER;
+    }
+    let layout = parse_layout(&unsafe { CStr::from_ptr(raw) }.to_string_lossy());
+    *LAYOUT_PARSED.get_or_init(|| layout)
 }
 
 #[track_caller]
