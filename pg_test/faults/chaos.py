@@ -878,8 +878,7 @@ class Run:
                 self.roles = {"primary": new.name, "sync": new_sync.name,
                               "async": other.name if synchronous else old.name}
                 # (no client relay before the load begins: a test may fail over a built lineage)
-                relays = [*self.relays.values()] + [r for k, r in self.client_relays.items() if k == "primary"]
-                for relay in relays:
+                for relay in [*self.relays.values(), *filter(None, [self.client_relays.get("primary")])]:
                     relay.point_at(new.port)
                 how = [f"{old.name} -> {new.name}" + ("" if synchronous else f" (asynchronous; it had replayed "
                                                                               f"the horizon to {replayed_ms} ms)")]
