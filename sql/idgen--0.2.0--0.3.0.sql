@@ -213,3 +213,11 @@ RETURNS bigint
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_in_layout_wrapper';
+
+-- Moving a table from another generator of the same layout (Instagram's next_id()): raises the
+-- generator's floor past an id, durably. Superusers only.
+CREATE FUNCTION snowflake_raise_floor(after_id bigint) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
+REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;

@@ -13,7 +13,7 @@ use crate::pg::{settings, shared};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
 use idgen_core::layout::{Fields, Layout};
 use idgen_core::lease::{Mode, Refusal, Standing};
-use idgen_core::snowflake::{self as sf, Config, GenError, TimeBase};
+use idgen_core::snowflake::{self as sf, Config, FloorError, GenError, TimeBase};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
@@ -61,6 +61,58 @@ fn snowflake_next() -> i64 {
         }
     }
     id
+}
+
+/// Raises the generator's floor past `after_id`, durably: from here on this server issues no id
+/// at or below it, across restarts, crashes and a standby's promotion. For a table whose ids came
+/// from another generator of this server's layout (Instagram's `next_id()`) when its DEFAULT
+/// moves to snowflake_next(): `SELECT snowflake_raise_floor(max(id)) FROM t`. Superusers only (a
+/// floor raised into the future stops every caller's ids until the clock gets there), on the
+/// primary. Not transactional: the floor stays raised if the transaction rolls back. Returns the
+/// lowest id the server can issue next.
+#[pg_extern(volatile, strict, parallel_unsafe)]
+fn snowflake_raise_floor(after_id: i64) -> i64 {
+    let what = "snowflake_raise_floor()";
+    if !unsafe { pg_sys::superuser() } {
+        error(errors::INSUFFICIENT_PRIVILEGE, "permission denied for function snowflake_raise_floor")
+            .detail("Raising the floor holds back every id this server issues until its clock passes it: only a superuser may.")
+            .hint("Run it as a superuser, in the same step as the switch of the column's DEFAULT (docs/layouts.md).")
+            .raise();
+    }
+    let state = shared::snowflake(what);
+    if shared::in_recovery() {
+        error(errors::READ_ONLY_TRANSACTION, "cannot raise the snowflake floor during recovery")
+            .detail("This server is a standby, or still replaying WAL: the floor is recorded in the WAL of the primary, and replayed from there.")
+            .hint("Call snowflake_raise_floor() on the primary.")
+            .raise();
+    }
+    let config = Config {
+        base: settings::time_base(),
+        worker_id: current_worker_id().unwrap_or_default() as u16,
+        max_clock_wait_ms: settings::max_clock_wait_ms(),
+    };
+    sf::raise_floor(state, &config, after_id, &mut horizon_store::Backend).unwrap_or_else(|e| {
+        let message = e.to_string();
+        match e {
+            FloorError::Ahead { floor_unix_ms, .. } => error(errors::INVALID_PARAMETER, format!("{what} refuses id {after_id}: {message}"))
+                .detail(format!("Read in this server's layout ({}) and epoch ({}), the id was made at {}. No id would be issued until the clock got there.", config.base.layout, config.base.epoch_unix_ms, timestamp_of_unix_ms(floor_unix_ms)))
+                .hint("Check that the ids were made under this server's idgen.layout and idgen.epoch (snowflake_timestamp(id, epoch_ms, layout) shows the time an id holds), and the system clocks of the servers that made them.")
+                .raise(),
+            FloorError::Horizon(e) => raise_generator(GenError::Horizon(e)),
+        }
+    })
+}
+
+/// This server's worker id: the setting's, or with auto the one leased from the registry (None
+/// before it holds one).
+fn current_worker_id() -> Option<i32> {
+    match settings::worker_mode() {
+        Some(Mode::Auto) if registry::configured() => match registry::view().standing {
+            Standing::Holding { worker_id, .. } => Some(i32::from(worker_id)),
+            _ => None,
+        },
+        _ => settings::worker_id_if_set().map(i32::from),
+    }
 }
 
 #[track_caller]
@@ -322,6 +374,13 @@ fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
     lowest_id(ts, &settings::time_base())
 }
 
+// Only a superuser may raise the floor (the function checks too).
+extension_sql!(
+    "REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;",
+    name = "snowflake_raise_floor_acl",
+    requires = [snowflake_raise_floor],
+);
+
 /// The generator's counters since the server started. How many ids a server issues is activity
 /// data: like pg_stat_statements' figures, they are for superusers and members of pg_monitor.
 #[pg_extern(volatile, parallel_safe)]
@@ -347,13 +406,7 @@ fn idgen_stats() -> TableIterator<
     let stats = shared::snowflake_state().stats(&settings::time_base());
     let epoch = settings::epoch_ms();
     // With auto, the id the registry leased to this server (None until it has one).
-    let worker = match settings::worker_mode() {
-        Some(Mode::Auto) if registry::configured() => match registry::view().standing {
-            Standing::Holding { worker_id, .. } => Some(i32::from(worker_id)),
-            _ => None,
-        },
-        _ => settings::worker_id_if_set().map(i32::from),
-    };
+    let worker = current_worker_id();
     TableIterator::once((
         worker,
         stats.ids_issued as i64,

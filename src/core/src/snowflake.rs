@@ -747,6 +747,98 @@ pub fn cover(state: &SharedState, unix_ms: u64, env: &mut impl Env) -> Result<()
     Ok(())
 }
 
+/// Why `raise_floor` raised nothing.
+#[derive(Debug)]
+pub enum FloorError {
+    /// The id's tick ends further ahead of the clock than the generator would wait (the
+    /// horizon's lead plus max_clock_wait): not an id of this layout and epoch made on this
+    /// clock, or a clock far behind the one that made it.
+    Ahead {
+        floor_unix_ms: u64,
+        now_unix_ms: u64,
+        allowed_ms: u64,
+    },
+    /// The horizon could not be written: the floor is not raised.
+    Horizon(std::io::Error),
+}
+
+impl std::fmt::Display for FloorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ahead {
+                floor_unix_ms,
+                now_unix_ms,
+                allowed_ms,
+            } => write!(
+                f,
+                "the id's time ({floor_unix_ms} ms since 1970) is {} ms ahead of the system clock, \
+                 more than the {allowed_ms} ms the generator would wait",
+                floor_unix_ms - now_unix_ms
+            ),
+            Self::Horizon(e) => write!(f, "could not record the snowflake horizon: {e}"),
+        }
+    }
+}
+
+/// Raises the generator's floor past `id`, durably: no id at or below it is issued from here
+/// on, by this run or by any later one (a restart, crash recovery with the clock set back, a
+/// standby promoted after replaying the record). For a table whose ids came from another
+/// generator of the same layout (Instagram's `next_id()`), switched to this one.
+///
+/// `id` is read in this server's layout: every id of a later tick is greater, whatever its
+/// worker and sequence, so the floor is the end of `id`'s tick. The horizon is raised to it and
+/// persisted first, under the writer slot (as a push), then the run moves to the next tick
+/// (`resume_after`, safe while others issue). A negative id raises nothing. Returns the lowest
+/// id the run can issue next with `cfg.worker_id` (the next ones may be higher, never lower).
+pub fn raise_floor(
+    state: &SharedState,
+    cfg: &Config,
+    id: i64,
+    env: &mut impl Env,
+) -> Result<i64, FloorError> {
+    let b = &cfg.base;
+    if let Ok(f) = b.layout.decompose(id) {
+        let floor_unix_ms = b.unix_ms_of(f.time) + b.layout.unit_ms() - 1;
+        let now_unix_ms = env.now_unix_ms();
+        let allowed_ms = HORIZON_LEAD_MS + cfg.max_clock_wait_ms;
+        if f.time >= b.layout.max_time() || floor_unix_ms > now_unix_ms + allowed_ms {
+            return Err(FloorError::Ahead {
+                floor_unix_ms,
+                now_unix_ms,
+                allowed_ms,
+            });
+        }
+        while state.horizon() < floor_unix_ms {
+            if env.try_begin_push() {
+                let persisted = if state.horizon() < floor_unix_ms {
+                    env.persist_horizon(floor_unix_ms).map(|()| {
+                        probe::rmw();
+                        let rm = &state.read_mostly.0;
+                        rm.horizon_unix_ms
+                            .fetch_max(floor_unix_ms, Ordering::AcqRel);
+                    })
+                } else {
+                    Ok(())
+                };
+                env.end_push();
+                persisted.map_err(FloorError::Horizon)?;
+            } else {
+                let horizon = state.horizon();
+                env.wait_for_push(&|| state.horizon() != horizon);
+            }
+        }
+        state.resume_after(b, floor_unix_ms);
+    }
+    let (tick, sequence) = b.unpack(state.word.0.load(Ordering::Acquire));
+    Ok(b.layout
+        .compose(Fields {
+            time: tick,
+            worker: u64::from(cfg.worker_id),
+            sequence,
+        })
+        .expect("a tick within the layout"))
+}
+
 /// May an id from `now_unix` be issued? Pushes the durable horizon ahead when the clock gets
 /// within half a lead of it, so that under steady load one backend writes it about once every
 /// `HORIZON_LEAD_MS / 2` while the others carry on below the old horizon. Returns false when

@@ -1040,3 +1040,6 @@ fn a_writer_writes_nothing_when_another_pushed_the_horizon_far_enough_meanwhile(
 
 // The generator under every layout.
 mod layouts;
+
+// Moving a table from another generator: the floor.
+mod floor;
