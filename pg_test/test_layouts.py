@@ -1,7 +1,9 @@
 """Snowflake layouts on a server (idgen.layout): ids made under the chosen split and time unit, a
 layout checked at start-up, the layout recorded with the horizon so that it never changes
 silently, and a standby that replays a primary of another layout."""
+import json
 import os
+import subprocess
 import time
 
 import psycopg2
@@ -127,3 +129,38 @@ def test_a_standby_with_another_layout_warns_and_refuses_ids_after_promotion(clu
     standby.append_conf("idgen.layout = 'instagram'")
     standby.start()
     assert standby.one(f"SELECT snowflake_next() > {last}")
+
+
+NODE_ROUND_TRIP = "process.stdout.write(JSON.stringify(JSON.parse(require('fs').readFileSync(0, 'utf8'))))"
+
+
+def through_javascript(json_text):
+    """What a JavaScript client gets back: the JSON parsed by JSON.parse and written again, in
+    Node (Debian's nodejs, which install.sh installs)."""
+    done = subprocess.run(["node", "-e", NODE_ROUND_TRIP], input=json_text, capture_output=True, text=True,
+                          check=True, timeout=60)
+    return done.stdout
+
+
+@pytest.mark.parametrize("layout, worker", [("twitter", 1), ("js53", 127)])
+def test_ids_as_json_numbers_through_javascript_change_under_64_bits_and_stay_under_js53(
+        cluster_factory, layout, worker):
+    """The README's section for web APIs: a Twitter-layout id in a JSON number comes back from
+    JSON.parse rounded, and two ids can come back as one; a js53 id comes back unchanged."""
+    c = cluster_factory(f"json_{layout}", worker_id=worker, conf=[f"idgen.layout = '{layout}'"])
+    c.q("CREATE EXTENSION idgen")
+    n = 20000
+    text = c.one(f"SELECT json_agg(snowflake_next())::text FROM generate_series(1, {n})")
+    ids = json.loads(text)
+    assert len(set(ids)) == n
+    back = json.loads(through_javascript(text))
+    changed = sum(a != b for a, b in zip(ids, back, strict=True))
+    if layout == "js53":
+        assert back == ids
+    else:
+        assert changed > n // 2, changed
+        assert len(set(back)) < n, "two ids came back as one"
+        # the way out the README gives: ids as text
+        as_text = c.one("SELECT json_agg(id::text)::text FROM (SELECT snowflake_next() AS id"
+                        " FROM generate_series(1, 1000)) s")
+        assert json.loads(through_javascript(as_text)) == json.loads(as_text)
