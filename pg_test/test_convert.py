@@ -251,3 +251,28 @@ def test_convert_refuses_a_default_that_cannot_run_and_changes_nothing(cluster_f
         == "nextval('orders_id_seq'::regclass)"
     c.q("INSERT INTO orders (n) VALUES (3)")
     assert c.one("SELECT max(id) FROM orders") == 3
+
+
+def test_under_js53_a_key_converts_below_two_to_the_53_and_one_past_its_first_id_is_refused(cluster_factory):
+    """The conversion follows the server's layout: it compares the stored keys with the first id
+    snowflake_next() makes, whatever the layout. Under js53 ids are near 2^50 (not 2^61): a
+    bigserial key whose values reach them is refused, where Twitter's layout would convert it."""
+    c = cluster_factory("convert_js53", worker_id=3, conf=["idgen.layout = 'js53'"])
+    c.q("CREATE EXTENSION idgen",
+        "CREATE TABLE small (id serial PRIMARY KEY, v text)",
+        "INSERT INTO small (v) SELECT 'x' FROM generate_series(1, 1000)",
+        "CREATE TABLE big (id bigserial PRIMARY KEY, v text)",
+        "SELECT setval('big_id_seq', 1::bigint << 58)",
+        "INSERT INTO big (v) VALUES ('beyond js53, below twitter')")
+    assert c.one("SELECT max(id) FROM big") < c.one("SELECT snowflake_from_timestamp(now(), 1288834974657)"), \
+        "Twitter's layout would convert it"
+    before = snapshot(c)
+    e = c.error("SELECT snowflake_convert_column('big')")
+    assert e.pgcode == "55000" and "at or above the first snowflake id" in e.diag.message_primary, e
+    assert snapshot(c) == before
+    c.q("SELECT snowflake_convert_column('small')")
+    assert column(c, "small")[:2] == ("bigint", "snowflake_next()")
+    c.q("INSERT INTO small (v) SELECT 'y' FROM generate_series(1, 1000)")
+    assert c.one("SELECT count(*) FILTER (WHERE id > 1000) = 1000 AND max(id) < 2^53 AND count(DISTINCT id) = 2000"
+                 " FROM small")
+    assert c.one("SELECT bool_and(snowflake_worker_id(id, 'js53') = 3) FROM small WHERE id > 1000")

@@ -25,13 +25,19 @@ SKEW = "500ms"
 NOT_IN_PREREQUISITE_STATE = "55000"
 
 
-def install_registry(reg, db="registry"):
-    """The registry's schema in database db of cluster reg, as its owner (postgres)."""
+def install_registry(reg, db="registry", layout=None, expect_error=None):
+    """The registry's schema in database db of cluster reg, as its owner (postgres), for layout
+    (psql's variable; None: the default, Twitter's). With expect_error, psql must fail saying it."""
     reg.q(f"CREATE DATABASE {db}")
     psql = os.path.join(cluster.pg_bin(), "psql")
-    done = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", reg.socket_dir, "-p", str(reg.port),
-                           "-U", "postgres", "-d", db, "-f", SCHEMA], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    variables = ["-v", f"layout={layout}"] if layout else []
+    done = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", *variables, "-h", reg.socket_dir,
+                           "-p", str(reg.port), "-U", "postgres", "-d", db, "-f", SCHEMA],
+                          capture_output=True, text=True)
+    if expect_error:
+        assert done.returncode != 0 and expect_error in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
 
 
 def fill_all_but_the_last(reg):
@@ -805,3 +811,45 @@ def test_an_unreachable_registry_refuses_a_new_fixed_id_unless_told_to_issue(clu
     assert {worker_of(i) for i in got} == {12}
     assert "could not verify worker id 12 in the registry; issuing ids on it anyway" in lenient.log()
     assert status(lenient)["registry"] == "unverified"
+
+
+# ---- layouts ------------------------------------------------------------------------------------
+
+def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_of_another(cluster_factory):
+    """Installed for Instagram's layout: 8,192 worker ids, an automatic id and a fixed one past
+    1023 leased, their ids carry them; a Twitter server is refused, saying both layouts."""
+    reg = cluster_factory("registry", preload=False)
+    install_registry(reg, layout="instagram")
+    assert reg.q("SELECT count(*), max(worker_id) FROM idgen_registry.lease", db="registry") == [(8192, 8191)]
+    assert reg.one("SELECT layout FROM idgen_registry.layout", db="registry") == "instagram"
+    layout = ["idgen.layout = 'instagram'"]
+    auto = member(cluster_factory, "auto", reg, conf=layout)
+    fixed = member(cluster_factory, "fixed", reg, worker_id=5000, conf=layout)
+    a, f = first_ids(auto, 100), first_ids(fixed, 100)
+    leased = status(auto)["worker_id"]
+    assert auto.one(f"SELECT count(DISTINCT snowflake_worker_id(id, 'instagram')) = 1"
+                    f" AND min(snowflake_worker_id(id, 'instagram')) = {leased}"
+                    f" FROM unnest(ARRAY{a}::bigint[]) AS id")
+    assert fixed.one(f"SELECT bool_and(snowflake_worker_id(id, 'instagram') = 5000)"
+                     f" FROM unnest(ARRAY{f}::bigint[]) AS id")
+    assert reg.one("SELECT count(*) FROM idgen_registry.holders WHERE live", db="registry") == 2
+
+    twitter = member(cluster_factory, "twitter", reg)
+    e = wait_until("the refusal", lambda: _refusal(twitter), timeout=20)
+    assert e.diag.message_primary == ("snowflake_next() refuses to run: the registry serves snowflake layout "
+                                      "instagram, and this server's idgen.layout is twitter"), e.diag.message_primary
+    assert "psql -v layout=" in e.diag.message_hint, e.diag.message_hint
+    assert status(twitter)["registry"] == "wrong layout"
+    assert reg.one("SELECT count(*) FROM idgen_registry.holders", db="registry") == 2, "it leased nothing"
+
+
+@pytest.mark.parametrize("layout, says", [
+    ("banana", "layout banana is not one this registry can serve"),
+    ("40/17/6/1ms", "layout 40/17/6/1ms is not one this registry can serve"),
+    ("41/13/10/1ms", "layout 41/13/10/1ms has a name, and idgen writes it by its name"),
+])
+def test_a_registry_is_not_installed_for_a_layout_it_cannot_serve(cluster_factory, layout, says):
+    reg = cluster_factory("registry", preload=False)
+    install_registry(reg, layout=layout, expect_error=says)
+    assert not reg.q("SELECT 1 FROM pg_namespace WHERE nspname = 'idgen_registry'", db="registry"), \
+        "nothing was installed"

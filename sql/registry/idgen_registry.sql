@@ -5,6 +5,11 @@
 --
 --     psql -X -v ON_ERROR_STOP=1 -d registry -f sql/registry/idgen_registry.sql
 --
+-- A registry serves one snowflake layout (idgen.layout) for life: Twitter's unless psql's
+-- variable layout names another, e.g. -v layout=instagram, or an explicit 40/12/11/10ms. It has
+-- one lease for each worker id the layout's worker field holds, and refuses the claims of a
+-- server of another layout (docs/layouts.md).
+--
 -- then give each idgen server a login role in the group idgen_fleet:
 --
 --     CREATE ROLE idgen_a LOGIN PASSWORD '...' IN ROLE idgen_fleet;
@@ -30,6 +35,10 @@
 -- of one role is never another's.
 
 \set ON_ERROR_STOP on
+\if :{?layout}
+\else
+\set layout twitter
+\endif
 BEGIN;
 
 DO $roles$
@@ -44,11 +53,48 @@ CREATE SCHEMA idgen_registry;
 REVOKE ALL ON SCHEMA idgen_registry FROM PUBLIC;
 GRANT USAGE ON SCHEMA idgen_registry TO idgen_fleet;
 
+-- The layout this registry serves, as idgen writes it (idgen.layout's canonical form: a named
+-- layout's name, else time/worker/sequence/unit), and its worker field's width. One row.
+CREATE TABLE idgen_registry.layout (
+    one         boolean PRIMARY KEY DEFAULT true CHECK (one),
+    layout      text NOT NULL,
+    worker_bits integer NOT NULL CHECK (worker_bits BETWEEN 1 AND 16)
+);
+REVOKE ALL ON TABLE idgen_registry.layout FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry.layout TO idgen_fleet;
+
+-- The named layouts' worker fields; an explicit one in the form idgen writes, whose split is
+-- not a named one's (idgen names those, so a server would never match it). idgen checks the
+-- rest of a layout (it fits a bigint, it lasts 10 years) when it starts.
+SET LOCAL idgen_registry.install_layout = :'layout';
+DO $layout$
+DECLARE
+    l text := pg_catalog.lower(pg_catalog.btrim(pg_catalog.current_setting('idgen_registry.install_layout')));
+    bits integer := CASE l WHEN 'twitter' THEN 10 WHEN 'instagram' THEN 13 WHEN 'discord' THEN 10
+                           WHEN 'sonyflake' THEN 16 WHEN 'js53' THEN 7
+                           ELSE (pg_catalog.regexp_match(l, '^[0-9]{1,2}/([0-9]{1,2})/[0-9]{1,2}/(1|10|100|1000)ms$'))[1]::integer
+                      END;
+BEGIN
+    IF bits IS NULL OR bits NOT BETWEEN 1 AND 16 THEN
+        RAISE EXCEPTION 'layout % is not one this registry can serve', l
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name one (twitter, instagram, discord, sonyflake, js53), or give time/worker/sequence/unit as idgen writes it, e.g. 40/12/11/10ms, with a worker field of 1 to 16 bits.';
+    END IF;
+    IF l IN ('41/10/12/1ms', '41/13/10/1ms', '42/10/12/1ms', '38/7/8/10ms') THEN
+        RAISE EXCEPTION 'layout % has a name, and idgen writes it by its name', l
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Install with -v layout=' || CASE l WHEN '41/10/12/1ms' THEN 'twitter' WHEN '41/13/10/1ms' THEN 'instagram'
+                                                         WHEN '42/10/12/1ms' THEN 'discord' ELSE 'js53' END || '.';
+    END IF;
+    INSERT INTO idgen_registry.layout (layout, worker_bits) VALUES (l, bits);
+END
+$layout$;
+
 CREATE TABLE idgen_registry.lease (
-    worker_id           integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 1023),
+    worker_id           integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 65535),
     -- The holder's PostgreSQL system identifier, which a primary, its physical standbys and
     -- its copies share (with holder_run, it names one running server).
-    -- NULL: never leased (the table has a row for each of the 1,024 ids from the start, so that
+    -- NULL: never leased (the table has a row for each id of the layout from the start, so that
     -- a claim locks rows, never the table).
     holder              text CHECK (holder ~ '^[0-9]{1,20}$'),
     -- cluster_name@host, for people.
@@ -78,7 +124,8 @@ CREATE TABLE idgen_registry.lease (
     CHECK ((holder IS NULL) = (holder_role IS NULL) AND (holder IS NULL) = (holder_name IS NULL))
 );
 REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
-INSERT INTO idgen_registry.lease (worker_id) SELECT g FROM pg_catalog.generate_series(0, 1023) AS g;
+INSERT INTO idgen_registry.lease (worker_id)
+SELECT g FROM idgen_registry.layout, pg_catalog.generate_series(0, (1 << worker_bits) - 1) AS g;
 
 -- How many live leases each registry role may hold at once (the servers that connect as it):
 -- one where the role has no row. The owner sets more, e.g. 2 for the role an HA pair shares,
@@ -89,7 +136,7 @@ INSERT INTO idgen_registry.lease (worker_id) SELECT g FROM pg_catalog.generate_s
 -- role's claims of new ids wait for each other, and only for each other.
 CREATE TABLE idgen_registry.quota (
     role    name PRIMARY KEY,
-    max_ids integer NOT NULL DEFAULT 1 CHECK (max_ids BETWEEN 0 AND 1024)
+    max_ids integer NOT NULL DEFAULT 1 CHECK (max_ids BETWEEN 0 AND 65536)
 );
 REVOKE ALL ON TABLE idgen_registry.quota FROM PUBLIC;
 
@@ -128,6 +175,7 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 --                         role_quota (idgen_registry.quota); other_holder_name lists them and
 --                         other_lease_ends_ms is when the first ends
 --           'exhausted'   no id is free (auto only)
+--           'wrong_layout' p_layout is not the layout this registry serves (other_holder_name)
 --   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
 --   now stands.
 -- It locks rows, never the table, and only rows the caller may take: its own, one it found
@@ -136,7 +184,7 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 -- claims of that very id wait for it (at most lock_timeout, 2 s, then they fail and are retried).
 CREATE FUNCTION idgen_registry.claim(
     p_holder text, p_run text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
-    p_horizon_ms bigint, p_fence_ms bigint)
+    p_horizon_ms bigint, p_fence_ms bigint, p_layout text DEFAULT 'twitter')
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
                other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer)
@@ -153,7 +201,15 @@ DECLARE
     held integer;
     first_end bigint;
     holding text;
+    served idgen_registry.layout%ROWTYPE;
 BEGIN
+    SELECT * INTO served FROM idgen_registry.layout;
+    -- A server of another layout: its ids and this registry's worker ids do not fit together.
+    IF p_layout IS DISTINCT FROM served.layout THEN
+        RETURN QUERY SELECT 'wrong_layout'::text, NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer;
+        RETURN;
+    END IF;
     IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
         RAISE EXCEPTION 'invalid holder %: a PostgreSQL system identifier is expected', p_holder
             USING ERRCODE = 'invalid_parameter_value';
@@ -177,8 +233,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Check the clock of the server that claims (NTP).';
     END IF;
-    IF p_worker_id IS NOT NULL AND p_worker_id NOT BETWEEN 0 AND 1023 THEN
-        RAISE EXCEPTION 'worker id % is out of range 0..1023', p_worker_id
+    IF p_worker_id IS NOT NULL AND p_worker_id NOT BETWEEN 0 AND (1 << served.worker_bits) - 1 THEN
+        RAISE EXCEPTION 'worker id % is out of range 0..% of layout %', p_worker_id,
+            (1 << served.worker_bits) - 1, served.layout
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- 1. A renewal of this run's own lease. Only this run's own calls lock its row.
@@ -288,8 +345,8 @@ BEGIN
         row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
 END
 $claim$;
-REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint) TO idgen_fleet;
+REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text) TO idgen_fleet;
 
 -- Releases run p_run's lease once its server has stopped (the postmaster calls it as it exits,
 -- every other process of the server gone), so it issues nothing more: the lease ends now, and

@@ -76,6 +76,7 @@ const EXHAUSTED: u8 = 4;
 const LOST: u8 = 5;
 const NEVER_VERIFIED: u8 = 6;
 const OVER_QUOTA: u8 = 7;
+const WRONG_LAYOUT: u8 = 8;
 
 impl Info {
     fn text(&self) -> String {
@@ -113,6 +114,9 @@ impl Info {
                 quota: self.quota_max,
                 holding: self.text(),
                 first_ends_ms: self.other_lease_ends_ms,
+            }),
+            WRONG_LAYOUT => Standing::Refused(Refusal::WrongLayout {
+                registry_layout: self.text(),
             }),
             _ => Standing::Pending,
         }
@@ -282,6 +286,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
     let skew_ms = settings::max_clock_skew_ms();
     let issue_unverified = settings::issue_unverified();
     let base = settings::time_base();
+    let layout = base.layout.to_string();
     // A neutral application_name: any role on the registry can read pg_stat_activity.
     let mut registry = Registry::new(&conninfo, "idgen lease worker");
     let mut standing = INFO.share().standing();
@@ -317,6 +322,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                 Mode::Auto => Some(sent_ms + lease_ms),
                 Mode::Fixed(_) => None,
             },
+            layout: &layout,
         };
         let wait_ms = match registry.claim(&claim, &stop) {
             Ok(answer) => {
@@ -441,6 +447,7 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
             Refusal::Lost { worker_id } => (LOST, *worker_id, NOTHING),
             Refusal::NeverVerified => (NEVER_VERIFIED, 0, NOTHING),
             Refusal::OverQuota { .. } => (OVER_QUOTA, 0, NOTHING),
+            Refusal::WrongLayout { .. } => (WRONG_LAYOUT, 0, NOTHING),
         },
     };
     // The permit changes under the lock, so that a backend that finds it closed and then
@@ -453,6 +460,9 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
     // In a conflict the text names the other holder (the status view shows no error then).
     if let Standing::Refused(Refusal::Conflict { other, .. }) = standing {
         info.set_text(other);
+    }
+    if let Standing::Refused(Refusal::WrongLayout { registry_layout }) = standing {
+        info.set_text(registry_layout);
     }
     if let Standing::Refused(Refusal::OverQuota {
         held,
@@ -550,7 +560,14 @@ pub fn refusal_text(refusal: &Refusal) -> String {
         Refusal::Conflict {
             worker_id, other, ..
         } => format!("worker id {worker_id} is leased to another server, {other}"),
-        Refusal::Exhausted => "no worker id is free in the registry: all 1,024 are leased".into(),
+        Refusal::Exhausted => format!(
+            "no worker id is free in the registry: all {} are leased",
+            worker_ids()
+        ),
+        Refusal::WrongLayout { registry_layout } => format!(
+            "the registry serves snowflake layout {registry_layout}, and this server's idgen.layout is {}",
+            settings::layout()
+        ),
         Refusal::Lost { worker_id } => {
             format!("the lease of worker id {worker_id} went to another server after it ended")
         }
@@ -560,4 +577,17 @@ pub fn refusal_text(refusal: &Refusal) -> String {
             if *held == 1 { "" } else { "s" }
         ),
     }
+}
+
+/// How many worker ids this server's layout has, as people write it ("1,024", "65,536").
+pub fn worker_ids() -> String {
+    let digits = (settings::layout().max_worker() + 1).to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }

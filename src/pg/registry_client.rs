@@ -83,6 +83,8 @@ pub struct Claim<'a> {
     pub horizon_ms: u64,
     /// The claimant's fence if the claim succeeds (its clock); None: not fenced (a fixed id).
     pub fence_ms: Option<u64>,
+    /// idgen.layout as idgen writes it: the registry serves one layout.
+    pub layout: &'a str,
 }
 
 impl Registry {
@@ -105,9 +107,10 @@ impl Registry {
             Some(claim.lease_ms.to_string()),
             Some(claim.horizon_ms.to_string()),
             claim.fence_ms.map(|f| f.to_string()), // NULL: not fenced
+            Some(claim.layout.to_string()),
         ];
         let result = self.call(
-            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint)",
+            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint, $8)",
             &params,
             stop,
             read_result,
@@ -398,7 +401,7 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
     let worker = || -> Result<u16, Failure> {
         text(1)
             .and_then(|t| t.parse::<u16>().ok())
-            .filter(|w| *w <= idgen_core::snowflake::MAX_WORKER_ID)
+            .filter(|w| u64::from(*w) <= crate::pg::settings::layout().max_worker())
             .ok_or_else(|| Failure::plain("the registry's claim() returned no valid worker id"))
     };
     let grant = |how| -> Result<Answer, Failure> {
@@ -430,6 +433,9 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
             other_lease_ends_ms: number(7),
         }),
         Some("exhausted") => Ok(Answer::Exhausted),
+        Some("wrong_layout") => Ok(Answer::WrongLayout {
+            registry_layout: text(6).unwrap_or_default(),
+        }),
         other => Err(Failure::plain(format!(
             "the registry's claim() answered {other:?}, which this idgen does not know"
         ))),

@@ -222,12 +222,6 @@ pub fn register(preloading: bool) {
         )
         .hint("Give this server a worker id within the layout's range, or choose a layout with a wider worker field (idgen.layout); docs/layouts.md lists them.")
         .raise(),
-        Some(Mode::Auto) if layout.worker_bits() != 10 => error(
-            errors::INVALID_PARAMETER,
-            format!("idgen.worker_id = auto leases worker ids 0-1023 from the registry, which do not fit layout {layout}'s worker field ({} bits)", layout.worker_bits()),
-        )
-        .hint("With this layout give each server a fixed idgen.worker_id; the registry serves layouts with a 10-bit worker field (twitter, discord, or an explicit one).")
-        .raise(),
         _ => {}
     }
 }

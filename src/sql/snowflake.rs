@@ -158,7 +158,7 @@ fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .hint("Where the other is another run of this server that has stopped (a start after a crash), nothing is needed: this server keeps asking and issues ids once that lease ends. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it; the view idgen_registry.holders in the registry shows the ids in use.")
             .raise(),
         Refusal::Exhausted => e
-            .detail("With idgen.worker_id = auto, each server leases one of the 1,024 worker ids. An automatic lease that nobody renews is free once it ends; an id once held as a fixed worker id is never given to an automatic claim, as its server may still be issuing, until the registry's owner frees it.")
+            .detail(format!("With idgen.worker_id = auto, each server leases one of the {} worker ids of layout {}. An automatic lease that nobody renews is free once it ends; an id once held as a fixed worker id is never given to an automatic claim, as its server may still be issuing, until the registry's owner frees it.", registry::worker_ids(), settings::layout()))
             .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
         Refusal::OverQuota { holding, first_ends_ms, .. } => e
@@ -168,6 +168,10 @@ fn raise_refused(mode: Mode, view: &registry::View) -> ! {
         Refusal::Lost { .. } => e
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
             .hint("Restart this server: it claims a worker id again (with auto, a free one).")
+            .raise(),
+        Refusal::WrongLayout { .. } => e
+            .detail("A registry leases the worker ids of one layout; ids of two layouts can be equal whatever their worker ids, so it serves no server of another.")
+            .hint("Point idgen.registry at a registry installed for this server's layout (psql -v layout=... -f sql/registry/idgen_registry.sql, docs/registry.md), or set idgen.layout to the registry's, and restart.")
             .raise(),
         Refusal::NeverVerified => {
             let hint = match mode {
@@ -470,6 +474,7 @@ fn idgen_lease_status() -> TableIterator<
         Standing::Refused(Refusal::Lost { worker_id }) => ("lost", Some(*worker_id)),
         Standing::Refused(Refusal::NeverVerified) => ("never verified", None),
         Standing::Refused(Refusal::OverQuota { .. }) => ("over quota", None),
+        Standing::Refused(Refusal::WrongLayout { .. }) => ("wrong layout", None),
     };
     let (id, source) = match mode {
         Some(Mode::Fixed(fixed)) => (Some(fixed), "setting"),

@@ -68,8 +68,10 @@ pub enum Answer {
         other: String,
         other_lease_ends_ms: u64,
     },
-    /// Every one of the 1,024 ids is leased (automatic ids only).
+    /// Every one of the layout's worker ids is leased (automatic ids only).
     Exhausted,
+    /// The registry serves another layout (named here): its worker ids are not this server's.
+    WrongLayout { registry_layout: String },
     /// The registry role this server connects as holds `held` live leases, all its quota
     /// allows: `holding` names them, and the first ends at `first_ends_ms` (the registry's
     /// clock).
@@ -162,6 +164,8 @@ pub enum Refusal {
     /// No claim of this run has succeeded, and policy is to wait for one (the message is the
     /// registry's or libpq's).
     NeverVerified,
+    /// The registry serves another layout (named here): nothing it leases is this server's.
+    WrongLayout { registry_layout: String },
 }
 
 /// What the worker does with an answer to the claim it sent at `sent_ms` (its clock).
@@ -223,6 +227,9 @@ pub fn decide(
                 holding,
                 first_ends_ms,
             }),
+            Answer::WrongLayout { registry_layout } => {
+                refuse(Refusal::WrongLayout { registry_layout })
+            }
             _ => refuse(Refusal::Lost { worker_id: id }),
         };
     }
@@ -275,6 +282,7 @@ pub fn decide(
             }),
         },
         Answer::Exhausted => refuse(Refusal::Exhausted),
+        Answer::WrongLayout { registry_layout } => refuse(Refusal::WrongLayout { registry_layout }),
         Answer::OverQuota {
             held,
             quota,
@@ -493,6 +501,31 @@ mod tests {
         );
         let d = decide(Mode::Auto, &Standing::Pending, Answer::Exhausted, 1, 30, 5);
         assert_eq!(d.standing, Standing::Refused(Refusal::Exhausted));
+    }
+
+    #[test]
+    fn a_registry_of_another_layout_is_refused_whatever_the_run_held_and_names_its_layout() {
+        let wrong = || Answer::WrongLayout {
+            registry_layout: "instagram".into(),
+        };
+        let refused = Standing::Refused(Refusal::WrongLayout {
+            registry_layout: "instagram".into(),
+        });
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 99,
+        };
+        for (mode, before) in [
+            (Mode::Auto, Standing::Pending),
+            (Mode::Auto, holding.clone()),
+            (Mode::Fixed(3), Standing::Pending),
+            (Mode::Fixed(3), holding),
+            (Mode::Fixed(3), Standing::Unverified),
+        ] {
+            let d = decide(mode, &before, wrong(), 1, 30, 5);
+            assert_eq!(d.standing, refused, "{mode:?} from {before:?}");
+            assert_eq!(d.resume_after_ms, 0);
+        }
     }
 
     #[test]
