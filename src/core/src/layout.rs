@@ -175,7 +175,8 @@ impl Layout {
 
     fn checked(self) -> Result<Layout, LayoutError> {
         let (t, w, s) = (self.time_bits, self.worker_bits, self.sequence_bits);
-        if t == 0 || w == 0 || s == 0 || t + w + s > 64 {
+        // Summed in u64: three u32 fields from a setting could wrap a u32 sum past the check.
+        if t == 0 || w == 0 || s == 0 || u64::from(t) + u64::from(w) + u64::from(s) > 64 {
             return Err(LayoutError::DoesNotFit {
                 time_bits: t,
                 worker_bits: w,
@@ -499,6 +500,9 @@ mod tests {
         // the shortest-lived split allowed: 39 bits of ms are 17 years
         assert!(Layout::parse("39/12/12").is_ok());
         assert!(Layout::parse("38/12/13").is_err());
+        // fields whose u32 sum wraps to a small number still do not fit
+        assert!(err("4294967295/1/1").contains("does not fit a bigint"));
+        assert!(err("2147483648/2147483648/1").contains("does not fit a bigint"));
     }
 
     #[test]
