@@ -7,6 +7,7 @@ import os
 import time
 
 import psycopg2
+import pytest
 from conftest import ROOT
 
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
@@ -254,3 +255,43 @@ def test_rerunning_the_file_over_the_old_table_keeps_its_clashes(cluster_factory
     assert clashes(c) == [(1, "local", "subscription a", X + 2, "t"),
                           (1, "subscription b", "subscription a", X + 1, "t")]
     assert pending(c) == [False, False]
+
+
+def instagram(ms, worker, seq):
+    return (ms << 23) | (worker << 10) | seq
+
+
+def sonyflake(ticks, worker, seq):
+    return (ticks << 24) | (seq << 16) | worker   # Sonyflake's sequence lies above its machine id
+
+
+@pytest.mark.parametrize("layout, make", [("instagram", instagram), ("sonyflake", sonyflake)])
+def test_a_watch_of_another_layout_reads_the_worker_id_from_that_layouts_field(cluster_factory, layout, make):
+    c = cluster_factory("node", preload=False)
+    install_watch(c)
+    c.q("CREATE TABLE t (id bigint PRIMARY KEY)", f"SELECT idgen_fleet.watch('t', 'id', '{layout}')")
+    first, clash = make(10**11, 5000, 0), make(10**11 + 1, 5000, 7)
+    assert (clash >> 12) & 1023 != 5000, "Twitter's field would name another worker id"
+    c.q("INSERT INTO idgen_fleet.worker_origins (worker_id, origin, first_id) "
+        f"VALUES (5000, 'subscription far', {first})")
+    conn = c.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(f"INSERT INTO t VALUES ({clash})")
+            cur.execute("ROLLBACK")
+    finally:
+        conn.close()
+    assert clashes(c) == [(5000, "local", "subscription far", clash, "t")] and pending(c) == [True]
+    c.q(f"INSERT INTO t VALUES ({clash + (1 << 30)})")
+    assert clashes(c) == [(5000, "local", "subscription far", clash, "t")] and pending(c) == [False]
+    # an id of another worker id is no clash
+    c.q(f"INSERT INTO t VALUES ({make(10**11 + 2, 4999, 0)})")
+    assert c.one("SELECT count(*) FROM idgen_fleet.worker_origins") == 2
+    # one fleet, one layout; a layout that is not one
+    c.q("CREATE TABLE u (id bigint PRIMARY KEY)")
+    e = c.error("SELECT idgen_fleet.watch('u', 'id')")
+    assert e.pgcode == "55000" and f"t is watched with layout {layout}" in e.diag.message_primary, e
+    e = c.error("SELECT idgen_fleet.watch('u', 'id', '40/17/6/1ms')")
+    assert e.pgcode == "22023" and "is not a snowflake layout" in e.diag.message_primary, e
+    c.q(f"SELECT idgen_fleet.watch('u', 'id', '{layout}')")

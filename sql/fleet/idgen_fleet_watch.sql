@@ -7,14 +7,15 @@
 -- Install, and upgrade an installed watch (in one transaction, -1, so that no apply worker
 -- meets half of it):
 --   psql -1 -d <subscriber db> -f sql/fleet/idgen_fleet_watch.sql
--- Watch a subscribed table whose bigint column holds snowflake ids:
+-- Watch a subscribed table whose bigint column holds snowflake ids (of the fleet's layout,
+-- idgen.layout: Twitter's unless named, e.g. watch('events', 'id', 'instagram')):
 --   SELECT idgen_fleet.watch('events', 'id');
 -- Look:
 --   SELECT * FROM idgen_fleet.worker_origins;   -- which origin sent each worker id first
 --   SELECT * FROM idgen_fleet.clashes;          -- worker ids that arrived from a second origin
 --
 -- How: a BEFORE INSERT trigger, enabled ALWAYS so that it fires in logical replication's apply
--- workers, reads the worker id (bits 12-21) of each arriving id and the origin of the row: the
+-- workers, reads the worker id (Twitter's layout: bits 12-21) of each arriving id and the origin of the row: the
 -- subscription the apply worker serves (pg_stat_subscription), or 'local'. The first origin of
 -- each worker id is recorded; a row of that worker id from any other origin is a clash: it is
 -- recorded once per (worker id, origin), and a WARNING naming the worker id and both origins
@@ -74,11 +75,51 @@
 CREATE SCHEMA IF NOT EXISTS idgen_fleet;
 
 CREATE TABLE IF NOT EXISTS idgen_fleet.worker_origins (
-    worker_id integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 1023),
+    worker_id integer PRIMARY KEY CHECK (worker_id BETWEEN 0 AND 65535),
     origin text NOT NULL,
     first_id bigint NOT NULL,
     first_seen timestamptz NOT NULL DEFAULT now()
 );
+-- A watch installed before layouts checked 0-1023 (Twitter's worker field); the widest is 16 bits.
+ALTER TABLE idgen_fleet.worker_origins DROP CONSTRAINT IF EXISTS worker_origins_worker_id_check;
+ALTER TABLE idgen_fleet.worker_origins ADD CONSTRAINT worker_origins_worker_id_check
+    CHECK (worker_id BETWEEN 0 AND 65535);
+
+-- The tables watched and the layout of their ids (one fleet, one layout): where the worker id
+-- lies in an id. A table watched before layouts has no row: Twitter's.
+CREATE TABLE IF NOT EXISTS idgen_fleet.watched (
+    watched oid PRIMARY KEY,
+    layout text NOT NULL,
+    worker_shift integer NOT NULL,
+    worker_bits integer NOT NULL
+);
+
+-- Where layout's worker field lies: its shift and width. The named layouts (docs/layouts.md:
+-- Sonyflake's sequence lies above its machine id), or time/worker/sequence/unit as idgen writes
+-- it (the worker above the sequence).
+CREATE OR REPLACE FUNCTION idgen_fleet.worker_field(layout text, OUT shift integer, OUT bits integer)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    m text[];
+BEGIN
+    CASE layout
+        WHEN 'twitter' THEN shift := 12; bits := 10;
+        WHEN 'instagram' THEN shift := 10; bits := 13;
+        WHEN 'discord' THEN shift := 12; bits := 10;
+        WHEN 'sonyflake' THEN shift := 0; bits := 16;
+        WHEN 'js53' THEN shift := 8; bits := 7;
+        ELSE
+            m := pg_catalog.regexp_match(layout, '^([0-9]{1,2})/([0-9]{1,2})/([0-9]{1,2})/(1|10|100|1000)ms$');
+            IF m IS NULL OR m[2]::integer NOT BETWEEN 1 AND 16 THEN
+                RAISE EXCEPTION 'idgen fleet: % is not a snowflake layout', layout
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'Name the fleet''s idgen.layout as its servers show it (SHOW idgen.layout): twitter, instagram, discord, sonyflake, js53, or time/worker/sequence/unit such as 40/12/11/10ms.';
+            END IF;
+            shift := m[3]::integer;
+            bits := m[2]::integer;
+    END CASE;
+END
+$$;
 
 -- Upgrading a watch whose idgen_fleet.clashes was this table: it becomes idgen_fleet.clash_log,
 -- rows and all (and whatever the owner built on it follows the rename).
@@ -202,10 +243,12 @@ BEGIN
         END LOOP;
         CONTINUE WHEN s1 IS NULL OR s2 IS NULL;
         slot := n;
-        worker_id := ((v_id >> 12) & 1023)::integer;
+        worker_id := coalesce((SELECT ((v_id >> w.worker_shift) & ((1 << w.worker_bits) - 1))::integer
+                               FROM idgen_fleet.watched w WHERE w.watched = (v_from & 4294967295)::oid),
+                              ((v_id >> 12) & 1023)::integer);
         origin := idgen_fleet.origin_name(((v_from >> 32) & 4294967295)::oid);
         first_origin := coalesce((SELECT o.origin FROM idgen_fleet.worker_origins o
-                                  WHERE o.worker_id = ((v_id >> 12) & 1023)::integer), '?');
+                                  WHERE o.worker_id = pending_clashes.worker_id), '?');
         id := v_id;
         watched := (v_from & 4294967295)::oid::regclass;
         seen := timestamptz 'epoch' + v_seen * interval '1 microsecond';
@@ -331,11 +374,10 @@ BEGIN
 END
 $$;
 
--- The check itself, for one id arriving in `watched`.
-CREATE OR REPLACE FUNCTION idgen_fleet.check_id(id bigint, watched regclass) RETURNS void
+-- The check itself, for one id of worker id w arriving in `watched`.
+CREATE OR REPLACE FUNCTION idgen_fleet.check_id(id bigint, watched regclass, w integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    w integer := ((id >> 12) & 1023)::integer;
     here text := idgen_fleet.origin();
     first text;
     k record;
@@ -358,24 +400,49 @@ BEGIN
 END
 $$;
 
--- Watches `tbl`'s snowflake id column `col`: a trigger function with the column built in (a
--- generic one would read the row as JSON, several times slower), and its trigger, ENABLE ALWAYS.
--- Everything the trigger calls is schema-qualified or named by OID: apply workers run with an
--- empty search_path.
-CREATE OR REPLACE FUNCTION idgen_fleet.watch(tbl regclass, col name) RETURNS void
+-- The check of a trigger written before layouts (Twitter's layout): the triggers of an upgraded
+-- watch call it until their table is watched again.
+CREATE OR REPLACE FUNCTION idgen_fleet.check_id(id bigint, watched regclass) RETURNS void
+LANGUAGE sql AS $$
+    SELECT idgen_fleet.check_id(id, watched, ((id >> 12) & 1023)::integer)
+$$;
+
+-- Watches `tbl`'s snowflake id column `col`, whose ids are of `layout`: a trigger function with
+-- the column and the worker field built in (a generic one would read the row as JSON, several
+-- times slower), and its trigger, ENABLE ALWAYS. Everything the trigger calls is schema-qualified
+-- or named by OID: apply workers run with an empty search_path. One fleet has one layout: a
+-- table of another layout than those watched already is refused.
+DROP FUNCTION IF EXISTS idgen_fleet.watch(regclass, name);
+CREATE OR REPLACE FUNCTION idgen_fleet.watch(tbl regclass, col name, layout text DEFAULT 'twitter') RETURNS void
 LANGUAGE plpgsql AS $watch$
 DECLARE
     fn text := format('idgen_fleet.%I', 'watch_' || tbl::oid);
+    f record := idgen_fleet.worker_field(layout);
+    other record;
 BEGIN
+    SELECT w.watched::regclass AS tbl, w.layout INTO other FROM idgen_fleet.watched w
+     WHERE w.layout <> watch.layout AND w.watched <> tbl::oid LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'idgen fleet: % is watched with layout %, and one fleet has one layout', other.tbl, other.layout
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Worker ids of two layouts are different fields of the id: watch %s with layout %s, or watch the other fleet in another database.', tbl, other.layout);
+    END IF;
+    INSERT INTO idgen_fleet.watched VALUES (tbl::oid, layout, f.shift, f.bits)
+    ON CONFLICT (watched) DO UPDATE SET layout = excluded.layout, worker_shift = excluded.worker_shift,
+                                        worker_bits = excluded.worker_bits;
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $b$
+        DECLARE
+            w integer;
         BEGIN
-            IF NEW.%I IS NOT NULL AND strpos(coalesce(current_setting('idgen_fleet.checked', true), ''),
-                                            ',' || ((NEW.%I >> 12) & 1023) || ',') = 0 THEN
-                PERFORM idgen_fleet.check_id(NEW.%I, %s::oid::regclass);
+            IF NEW.%I IS NOT NULL THEN
+                w := ((NEW.%I >> %s) & %s)::integer;
+                IF strpos(coalesce(current_setting('idgen_fleet.checked', true), ''), ',' || w || ',') = 0 THEN
+                    PERFORM idgen_fleet.check_id(NEW.%I, %s::oid::regclass, w);
+                END IF;
             END IF;
             RETURN NEW;
-        END $b$$f$, fn, col, col, col, tbl::oid);
+        END $b$$f$, fn, col, col, f.shift, (1 << f.bits) - 1, col, tbl::oid);
     EXECUTE format('DROP TRIGGER IF EXISTS idgen_fleet_watch ON %s', tbl);
     EXECUTE format('CREATE TRIGGER idgen_fleet_watch BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()', tbl, fn);
     EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER idgen_fleet_watch', tbl);
