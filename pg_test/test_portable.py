@@ -72,6 +72,9 @@ V7_TIMES = (f"SELECT x FROM (SELECT setseed(0.45)) s, LATERAL (SELECT 'epoch'::t
             " UNION ALL SELECT unnest(ARRAY['1970-01-01 00:00:00+00',"
             " '10889-08-02 05:31:50.655999+00']::timestamptz[])")
 
+LAYOUTS = ["twitter", "instagram", "discord", "sonyflake", "js53", "40/12/11/10ms", " 41 / 5 / 17 "]
+LAYOUT_OF_X = f"(ARRAY{LAYOUTS})[1 + (x % {len(LAYOUTS)})::int]"
+
 PARITY = [
     # (name, inputs, expression of x with {s} for the schema)
     ("base62_encode", NUMBERS, "{s}.base62_encode(x)"),
@@ -95,6 +98,18 @@ PARITY = [
     ("snowflake_from_timestamp", TIMES,
      "CASE WHEN x >= '2010-11-04 01:42:54.657+00' AND x < '2080-07-10 17:30:30.209+00'"
      " THEN {s}.snowflake_from_timestamp(x) END"),
+    # the decoders that take a layout: each named one and two explicit ones, in turn
+    ("snowflake_timestamp in a layout", NUMBERS, f"{{s}}.snowflake_timestamp(x, {EPOCH}, {LAYOUT_OF_X})"),
+    ("snowflake_worker_id in a layout", NUMBERS, f"{{s}}.snowflake_worker_id(x, {LAYOUT_OF_X})"),
+    ("snowflake_sequence in a layout", NUMBERS, f"{{s}}.snowflake_sequence(x, {LAYOUT_OF_X})"),
+    ("snowflake_from_timestamp in a layout", TIMES,
+     # (from the default epoch to before Instagram's layout runs out, its shortest)
+     f"CASE WHEN x >= '2010-11-04 01:42:54.657+00' AND x < '2045-01-01+00'"
+     f" THEN {{s}}.snowflake_from_timestamp(x, {EPOCH},"
+     f" {LAYOUT_OF_X.replace('x %', '(extract(epoch FROM x) * 1000)::bigint %')}) END"),
+    # a layout that outlasts a bigint of ms: every time from its epoch on is inside it
+    ("snowflake_from_timestamp in a long-lived layout", TIMES,
+     "CASE WHEN x >= 'epoch'::timestamptz THEN {s}.snowflake_from_timestamp(x, 0, '61/1/1/1000ms') END"),
     ("uuid_v7_timestamp", V7_TIMES, "{s}.uuid_v7_timestamp(public.uuid_v7(x))"),
     ("uuid_v7_boundary", V7_TIMES, "{s}.uuid_v7_boundary(x)"),
     ("uuid_v7(ts)'s time", V7_TIMES, "public.uuid_v7_timestamp({s}.uuid_v7(x))"),
@@ -137,6 +152,18 @@ BAD = [
     "snowflake_from_timestamp('2010-11-04 01:42:54.656+00')", "snowflake_from_timestamp('2080-07-10 17:30:30.209+00')",
     "snowflake_from_timestamp('infinity', -1)", "snowflake_from_timestamp(now(), 2147483647001)",
     "snowflake_from_timestamp('1969-12-31 23:59:59.999+00', 0)",
+    # layouts that are not, and what lies outside one
+    "snowflake_worker_id(1, 'banana')", "snowflake_sequence(1, '42/11/12')", "snowflake_sequence(1, '41/10')",
+    "snowflake_timestamp(1, 0, '30/17/16')", "snowflake_timestamp(1, 0, '41/10/12/7')",
+    "snowflake_timestamp(1, 0, '41/0/22')", "snowflake_worker_id(1, '4294967295/1/1')",
+    "snowflake_worker_id(1, '41/10/x')", "snowflake_worker_id(1, '99999999999/1/1')",
+    "snowflake_from_timestamp(now(), 0, '35/10/12')", "snowflake_worker_id(-1, 'twitter')",
+    "snowflake_timestamp(-1, 0, 'js53')", "snowflake_timestamp(1, -1, 'js53')",
+    "snowflake_from_timestamp('infinity', 0, 'js53')", "snowflake_from_timestamp('2098-01-01+00', 0, 'js53')",
+    "snowflake_from_timestamp('1969-12-31 23:59:59.999+00', 0, 'sonyflake')",
+    "snowflake_timestamp(9223372036854775807, 0, '61/1/1/1000ms')",
+    "snowflake_from_timestamp('1969-12-31 23:59:59+00', 0, '61/1/1/1000ms')",
+    "snowflake_timestamp(9223372036854775807, 2147483647000, '54/4/5/1000ms')",
     "uuid_v7_timestamp(gen_random_uuid())", "uuid_v7_timestamp('00000000-0000-0000-0000-000000000000')",
     "uuid_v7_timestamp('01890a5d-ac96-7000-0000-000000000000')",
     "uuid_v7_boundary('infinity')", "uuid_v7_boundary('1969-12-31 23:59:59.999+00')",
@@ -154,7 +181,8 @@ def test_every_bad_input_raises_the_extensions_sqlstate(both, call):
 NULLS = ["base62_encode(NULL)", "base62_encode(1, NULL)", "base62_decode(NULL)", "base62_decode('1', NULL)",
          "uuid_to_base62(NULL)", "base62_to_uuid(NULL)", "snowflake_timestamp(NULL)", "snowflake_timestamp(1, NULL)",
          "snowflake_worker_id(NULL)", "snowflake_from_timestamp(NULL)", "uuid_v7_timestamp(NULL)",
-         "uuid_v7_boundary(NULL)", "uuid_v7(NULL::timestamptz)"]
+         "uuid_v7_boundary(NULL)", "uuid_v7(NULL::timestamptz)", "snowflake_worker_id(1, NULL)",
+         "snowflake_timestamp(1, 0, NULL)", "snowflake_from_timestamp(now(), 0, NULL)"]
 
 
 def test_null_in_null_out(both):
@@ -176,11 +204,6 @@ def test_the_same_names_signatures_and_labels(both, pg_major):
                       "base62_decode_keyed(code text, alphabet text)", "idgen_stats()", "idgen_lease_status()",
                       "snowflake_convert_column(tbl regclass, col name, drop_sequence boolean)",
                       "uuid_v7_convert_column(tbl regclass, col name)",
-                      # the decoders that take a layout (0.3.0): the portable edition speaks Twitter's
-                      # layout only so far (docs/layouts.md, "What is not done yet")
-                      "snowflake_timestamp(id bigint, epoch_ms bigint, layout text)",
-                      "snowflake_worker_id(id bigint, layout text)", "snowflake_sequence(id bigint, layout text)",
-                      "snowflake_from_timestamp(ts timestamp with time zone, epoch_ms bigint, layout text)",
                       # moving from another generator (0.3.0): the extension's (docs/layouts.md)
                       "snowflake_raise_floor(after_id bigint)"}
     if pg_major < 18:
@@ -242,6 +265,35 @@ def test_without_a_worker_id_snowflake_next_names_the_variable(bare):
     assert e.pgcode == "55000" and "worker_id" in e.diag.message_hint, e
     done = psql(bare, PORTABLE, "schema=nowid", "worker_id=1024", db="app", user="app")
     assert done.returncode != 0 and "worker_id 1024 is out of range" in done.stderr
+
+
+def test_a_js53_portable_edition_makes_js53_ids_and_never_changes_its_layout_silently(bare):
+    bare.q("CREATE SCHEMA js AUTHORIZATION app", db="app")
+    install(bare, "schema=js", "worker_id=100", "layout=js53", db="app", user="app")
+    ids = [r[0] for r in bare.q("SELECT js.snowflake_next() FROM generate_series(1, 2000)", db="app", user="app")]
+    assert ids == sorted(ids) and len(set(ids)) == 2000 and max(ids) < 2**53
+    # decoded by the extension's rules, which the parity tests check the portable decoders against
+    assert bare.one(f"SELECT bool_and(js.snowflake_worker_id(id, 'js53') = 100)"
+                    f" AND max(js.snowflake_sequence(id, 'js53')) <= 255"
+                    f" AND bool_and(js.snowflake_timestamp(id) BETWEEN now() - interval '1 min'"
+                    f" AND now() + interval '1 min')"
+                    f" FROM unnest(ARRAY{ids}::bigint[]) AS id", db="app")
+    # 2,000 ids need at least 8 ticks of 256: the sequence carried into the next 10-ms ticks
+    assert len({i >> 15 for i in ids}) >= 8
+    e = bare.error(f"SELECT js.snowflake_worker_id({ids[0]})", db="app")
+    assert e.pgcode == "55000" and "snowflake_worker_id(id, 'js53')" in e.diag.message_hint, e
+    assert bare.one("SELECT js.idgen_portable_installed_layout()", db="app") == "js53"
+    # another layout over it: refused, nothing changed
+    done = psql(bare, PORTABLE, "schema=js", "worker_id=100", db="app", user="app")
+    assert done.returncode != 0 and "has the portable edition of layout js53, not twitter" in done.stderr, done.stderr
+    assert bare.one("SELECT js.snowflake_next()", db="app", user="app") > max(ids)
+    # a worker id its field cannot hold; an explicit layout is written as idgen writes it
+    done = psql(bare, PORTABLE, "schema=js", "worker_id=128", "layout=js53", db="app", user="app")
+    assert done.returncode != 0 and "worker_id 128 is out of range for layout js53 (0-127)" in done.stderr
+    bare.q("CREATE SCHEMA ex AUTHORIZATION app", db="app")
+    install(bare, "schema=ex", "worker_id=4000", "layout= 40/12/11/10 ", db="app", user="app")
+    assert bare.one("SELECT ex.idgen_portable_installed_layout()", db="app") == "40/12/11/10ms"
+    assert bare.one("SELECT ex.snowflake_worker_id(ex.snowflake_next(), '40/12/11/10ms')", db="app", user="app") == 4000
 
 
 def assert_increasing(c, where="true"):
@@ -376,7 +428,7 @@ def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_han
     assert c.one("SELECT count(*) FROM links WHERE base62_to_uuid(link) IS NULL", db="app") == 0
     # the index, generated column and view still call the retired copies, which stay for them
     assert c.one("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idgen_portable_retired'::regnamespace"
-                 " AND proname = 'snowflake_worker_id'", db="app") == 1
+                 " AND proname = 'snowflake_worker_id' AND pronargs = 1", db="app") == 1
     try:
         c.q("DROP SCHEMA idgen_portable_retired", db="app")
         raise AssertionError("the retired schema could be dropped while an index uses it")
@@ -390,3 +442,29 @@ def test_the_switch_refuses_without_the_extension(cluster_factory):
     done = psql(c, SWITCH)
     assert done.returncode != 0 and "not preloaded" in done.stderr, done.stderr
     assert c.one("SELECT to_regprocedure('public.idgen_portable_settings()') IS NOT NULL")
+
+
+def test_the_switch_takes_the_layout_along_and_refuses_another(cluster_factory):
+    """A js53 portable edition moves to a js53 server: new ids above the old, still below 2^53.
+    Onto a server of another layout it refuses, naming both, and changes nothing."""
+    c = cluster_factory("js53-switch", worker_id=5, conf=["idgen.layout = 'js53'"])
+    c.q("CREATE DATABASE app")
+    install(c, "worker_id=5", "layout=js53", db="app")
+    c.q("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), n int)",
+        "INSERT INTO t (n) SELECT g FROM generate_series(1, 3000) g", db="app")
+    high = c.one("SELECT max(id) FROM t", db="app")
+    done = psql(c, SWITCH, db="app")
+    assert done.returncode == 0, done.stderr
+    c.q("INSERT INTO t (n) SELECT g FROM generate_series(3001, 6000) g", db="app")
+    assert c.one(f"SELECT min(id) FILTER (WHERE n > 3000) > {high} AND max(id) < 2^53"
+                 " AND count(DISTINCT id) = 6000 FROM t", db="app")
+    assert c.one("SELECT bool_and(snowflake_worker_id(id, 'js53') = 5) FROM t", db="app")
+
+    other = cluster_factory("twitter-switch", worker_id=5)
+    other.q("CREATE DATABASE app")
+    install(other, "worker_id=5", "layout=js53", db="app")
+    done = psql(other, SWITCH, db="app")
+    assert done.returncode != 0 and ("idgen.layout is twitter, the portable edition was installed with layout js53"
+                                     in done.stderr), done.stderr
+    assert other.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen'", db="app") == 0
+    assert other.one("SELECT snowflake_worker_id(snowflake_next(), 'js53')", db="app") == 5

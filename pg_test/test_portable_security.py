@@ -285,6 +285,9 @@ CAPTURED = [
     "keys.snowflake_timestamp(x)", "keys.snowflake_timestamp(x, 0)", "keys.snowflake_worker_id(x)",
     "keys.snowflake_sequence(x)", "keys.snowflake_from_timestamp(ts)", "keys.snowflake_from_timestamp(ts, 0)",
     "keys.uuid_v7_timestamp(v)", "keys.uuid_v7_boundary(ts)", "keys.uuid_v7_timestamp(keys.uuid_v7(ts))",
+    "keys.snowflake_timestamp(x, 0, 'sonyflake')", "keys.snowflake_worker_id(x, 'instagram')",
+    "keys.snowflake_sequence(x, ' 40 / 12 / 11 / 10ms ')", "keys.snowflake_worker_id(x, 'sonyflake')",
+    "keys.snowflake_from_timestamp(ts, 0, '40/12/11/10')",
 ]
 EVIL = [
     # operators whose exact argument types pg_catalog lacks (found first even after pg_catalog)

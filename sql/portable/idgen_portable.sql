@@ -17,6 +17,10 @@
 --              REVOKE them by hand); without grant_to only the installer may call it. Each name
 --              must be an existing role (else 42704 and nothing is installed).
 --   epoch      Unix ms, default 1288834974657 (Twitter's and idgen's default).
+--   layout     the snowflake layout (docs/layouts.md), default twitter: instagram, discord,
+--              sonyflake, js53, or time/worker/sequence/unit such as 40/12/11/10ms. The worker
+--              id must fit its worker field. Like idgen.layout, it never changes silently: a
+--              reinstall with another layout than the one installed is refused.
 --
 -- Running it again replaces the functions and keeps the generator's state. It refuses (42501)
 -- to install over a state sequence or lock table that another role owns: the owner could move
@@ -55,6 +59,11 @@ SELECT set_config('idgen_portable.worker_id', '', false) AS worker_id \gset
 SELECT set_config('idgen_portable.epoch', :'epoch', false) AS epoch \gset
 \else
 SELECT set_config('idgen_portable.epoch', '1288834974657', false) AS epoch \gset
+\endif
+\if :{?layout}
+SELECT set_config('idgen_portable.layout', :'layout', false) AS layout \gset
+\else
+SELECT set_config('idgen_portable.layout', 'twitter', false) AS layout \gset
 \endif
 \if :{?grant_to}
 SELECT set_config('idgen_portable.grant_to', :'grant_to', false) AS grant_to \gset
@@ -335,6 +344,158 @@ BEGIN
 END
 $fn$;
 
+-- ---- snowflake layouts (docs/layouts.md) -------------------------------------------------------
+
+-- A layout's split, checked as idgen checks idgen.layout (src/core/src/layout.rs): a name, or
+-- time/worker/sequence bits with an optional unit (/10 or /10ms; 1 ms if none), worker above
+-- sequence. 22023 for anything else, saying why.
+CREATE OR REPLACE FUNCTION idgen_portable_layout(layout text, OUT time_bits integer, OUT worker_bits integer,
+                                                 OUT sequence_bits integer, OUT unit_ms integer,
+                                                 OUT sequence_above boolean)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+  t text := pg_catalog.lower(pg_catalog.btrim(layout));
+  unparsable text := pg_catalog.format('"%s" is not a snowflake layout', pg_catalog.btrim(layout));
+  parts text[];
+  n numeric[];
+  usable integer;
+  years numeric;
+  why text;
+BEGIN
+  sequence_above := false;
+  IF t OPERATOR(pg_catalog.=) 'twitter' THEN
+    time_bits := 41; worker_bits := 10; sequence_bits := 12; unit_ms := 1;
+  ELSIF t OPERATOR(pg_catalog.=) 'instagram' THEN
+    time_bits := 41; worker_bits := 13; sequence_bits := 10; unit_ms := 1;
+  ELSIF t OPERATOR(pg_catalog.=) 'discord' THEN
+    time_bits := 42; worker_bits := 10; sequence_bits := 12; unit_ms := 1;
+  ELSIF t OPERATOR(pg_catalog.=) 'sonyflake' THEN
+    time_bits := 39; worker_bits := 16; sequence_bits := 8; unit_ms := 10; sequence_above := true;
+  ELSIF t OPERATOR(pg_catalog.=) 'js53' THEN
+    time_bits := 38; worker_bits := 7; sequence_bits := 8; unit_ms := 10;
+  ELSE
+    parts := pg_catalog.string_to_array(t, '/');
+    IF pg_catalog.cardinality(parts) OPERATOR(pg_catalog.<) 3 OR pg_catalog.cardinality(parts) OPERATOR(pg_catalog.>) 4 THEN
+      why := unparsable;
+    ELSE
+      FOR i IN 1 .. pg_catalog.cardinality(parts) LOOP
+        parts[i] := pg_catalog.btrim(parts[i]);
+        IF i OPERATOR(pg_catalog.=) 4 THEN
+          parts[i] := pg_catalog.btrim(pg_catalog.regexp_replace(parts[i], 'ms$', ''));
+        END IF;
+        -- at most 20 digits: Rust's u32 and u64, which idgen parses them as, take no more
+        IF parts[i] OPERATOR(pg_catalog.!~) '^\+?[0-9]{1,20}$' THEN
+          why := unparsable;
+          EXIT;
+        END IF;
+        n[i] := parts[i]::numeric;
+      END LOOP;
+      IF why IS NULL AND (n[1] OPERATOR(pg_catalog.>) 4294967295::numeric OR n[2] OPERATOR(pg_catalog.>) 4294967295::numeric
+                          OR n[3] OPERATOR(pg_catalog.>) 4294967295::numeric
+                          OR n[4] OPERATOR(pg_catalog.>) 18446744073709551615::numeric) THEN
+        why := unparsable;
+      END IF;
+      IF why IS NULL THEN
+        IF n[1] OPERATOR(pg_catalog.=) 0::numeric OR n[2] OPERATOR(pg_catalog.=) 0::numeric
+           OR n[3] OPERATOR(pg_catalog.=) 0::numeric
+           OR ((n[1] OPERATOR(pg_catalog.+) n[2]) OPERATOR(pg_catalog.+) n[3]) OPERATOR(pg_catalog.>) 64::numeric THEN
+          why := pg_catalog.format('%s/%s/%s does not fit a bigint: the three fields need at least 1 bit each and '
+                                   'at most 64 together (the time field''s top bit is then the sign bit, which no id sets)',
+                                   n[1], n[2], n[3]);
+        ELSIF n[2] OPERATOR(pg_catalog.>) 16::numeric THEN
+          why := pg_catalog.format('a worker field of %s bits is wider than the 16 allowed', n[2]);
+        ELSIF n[4] IS NOT NULL AND NOT (n[4] OPERATOR(pg_catalog.=) ANY (ARRAY[1, 10, 100, 1000]::numeric[])) THEN
+          why := pg_catalog.format('a time unit of %s ms is not allowed: use 1, 10, 100 or 1000 ms', n[4]);
+        ELSE
+          time_bits := n[1]::integer;
+          worker_bits := n[2]::integer;
+          sequence_bits := n[3]::integer;
+          unit_ms := coalesce(n[4], 1::numeric)::integer;
+          usable := LEAST(time_bits, (63 OPERATOR(pg_catalog.-) worker_bits) OPERATOR(pg_catalog.-) sequence_bits);
+          years := pg_catalog.div((2::numeric OPERATOR(pg_catalog.^) usable::numeric) OPERATOR(pg_catalog.*) unit_ms::numeric,
+                                  31556952000::numeric);
+          IF years OPERATOR(pg_catalog.<) 10::numeric THEN
+            why := pg_catalog.format('its time field runs out %s years after the epoch, fewer than the 10 allowed: '
+                                     'give it more time bits or a longer unit', years);
+          END IF;
+        END IF;
+      END IF;
+    END IF;
+    IF why IS NOT NULL THEN
+      RAISE EXCEPTION 'invalid snowflake layout: %', why
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Name one (twitter, instagram, discord, sonyflake, js53) or give time/worker/sequence bits and a unit, e.g. ''40/12/11/10ms''.';
+    END IF;
+  END IF;
+END
+$fn$;
+
+-- The fields of an id under a layout (l: idgen_portable_layout()'s row); the time field holds
+-- whatever lies above the worker and sequence fields, as the extension's does.
+CREATE OR REPLACE FUNCTION snowflake_timestamp(id bigint, epoch_ms bigint, layout text) RETURNS timestamptz
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+  l record := idgen_portable_layout(layout);
+  i bigint := idgen_portable_check_id(id);
+  e bigint := idgen_portable_check_epoch(epoch_ms);
+  ms numeric := ((i OPERATOR(pg_catalog.>>) (l.worker_bits OPERATOR(pg_catalog.+) l.sequence_bits))::numeric
+                 OPERATOR(pg_catalog.*) l.unit_ms) OPERATOR(pg_catalog.+) e;
+BEGIN
+  -- a long-lived layout's time can pass the last timestamp (294276-12-31), as the extension says
+  IF ms OPERATOR(pg_catalog.>) 9224318015999999 THEN
+    RAISE EXCEPTION '% ms since 1970 is out of the timestamp range', ms
+      USING ERRCODE = 'datetime_field_overflow', HINT = 'PostgreSQL timestamps end in the year 294276.';
+  END IF;
+  RETURN idgen_portable_ts(ms::bigint);
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION snowflake_worker_id(id bigint, layout text) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+  l record := idgen_portable_layout(layout);
+  i bigint := idgen_portable_check_id(id);
+BEGIN
+  RETURN ((i OPERATOR(pg_catalog.>>) CASE WHEN l.sequence_above THEN 0 ELSE l.sequence_bits END)
+          OPERATOR(pg_catalog.&) ((1::bigint OPERATOR(pg_catalog.<<) l.worker_bits) OPERATOR(pg_catalog.-) 1))::integer;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION snowflake_sequence(id bigint, layout text) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+  l record := idgen_portable_layout(layout);
+  i bigint := idgen_portable_check_id(id);
+BEGIN
+  RETURN ((i OPERATOR(pg_catalog.>>) CASE WHEN l.sequence_above THEN l.worker_bits ELSE 0 END)
+          OPERATOR(pg_catalog.&) ((1::bigint OPERATOR(pg_catalog.<<) l.sequence_bits) OPERATOR(pg_catalog.-) 1))::integer;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION snowflake_from_timestamp(ts timestamptz, epoch_ms bigint, layout text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+  epoch bigint := idgen_portable_check_epoch(epoch_ms);
+  l record := idgen_portable_layout(layout);
+  millis bigint := idgen_portable_unix_ms(ts, 'snowflake_from_timestamp') OPERATOR(pg_catalog.-) epoch;
+  usable integer := LEAST(l.time_bits, 63 OPERATOR(pg_catalog.-) l.worker_bits OPERATOR(pg_catalog.-) l.sequence_bits);
+  -- in ms, at most what a bigint holds (the longest-lived layouts outlast it, and any timestamp)
+  lifetime bigint := LEAST((2::numeric OPERATOR(pg_catalog.^) usable) OPERATOR(pg_catalog.*) l.unit_ms,
+                           9223372036854775807)::bigint;
+BEGIN
+  IF millis OPERATOR(pg_catalog.<) 0 OR millis OPERATOR(pg_catalog.>=) lifetime THEN
+    RAISE EXCEPTION 'timestamp out of range for a snowflake id'
+      USING ERRCODE = 'datetime_field_overflow',
+            DETAIL = pg_catalog.format('Snowflake ids of layout %s cover %s to %s ms since 1970.', layout, epoch,
+                                       (epoch OPERATOR(pg_catalog.+) lifetime) OPERATOR(pg_catalog.-) 1),
+            HINT = pg_catalog.format('Pass a timestamp at or after the epoch and less than about %s years after it.',
+                                     pg_catalog.round(lifetime OPERATOR(pg_catalog./) 31556952000.0, 1));
+  END IF;
+  RETURN (millis OPERATOR(pg_catalog./) l.unit_ms)
+         OPERATOR(pg_catalog.<<) (l.worker_bits OPERATOR(pg_catalog.+) l.sequence_bits);
+END
+$fn$;
+
 -- ---- UUID v7 decoders --------------------------------------------------------------------------
 
 CREATE OR REPLACE FUNCTION uuid_v7_timestamp(id uuid) RETURNS timestamptz
@@ -475,6 +636,9 @@ DECLARE
   worker text := current_setting('idgen_portable.worker_id');
   epoch text := current_setting('idgen_portable.epoch');
   grant_to text := current_setting('idgen_portable.grant_to');
+  layout text := lower(btrim(current_setting('idgen_portable.layout')));
+  l record;
+  installed text;
   state regclass := to_regclass(quote_ident(current_schema()) || '.idgen_portable_snowflake_state');
   grantees text[] := '{}';
   g text;
@@ -484,9 +648,30 @@ BEGIN
       USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Pass -v epoch=<Unix ms between 0 and 2147483647000>, or leave it out for 1288834974657.';
   END IF;
-  IF worker <> '' AND (worker !~ '^[0-9]{1,4}$' OR worker::int > 1023) THEN
-    RAISE EXCEPTION 'idgen portable: worker_id % is out of range', worker
-      USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass -v worker_id=<0-1023>, unique per server that writes ids.';
+  l := idgen_portable_layout(layout);
+  -- as idgen writes it (SHOW idgen.layout): a named layout's name, else time/worker/sequence/unit
+  layout := CASE (l.time_bits, l.worker_bits, l.sequence_bits, l.unit_ms, l.sequence_above)
+              WHEN (41, 10, 12, 1, false) THEN 'twitter' WHEN (41, 13, 10, 1, false) THEN 'instagram'
+              WHEN (42, 10, 12, 1, false) THEN 'discord' WHEN (39, 16, 8, 10, true) THEN 'sonyflake'
+              WHEN (38, 7, 8, 10, false) THEN 'js53'
+              ELSE format('%s/%s/%s/%sms', l.time_bits, l.worker_bits, l.sequence_bits, l.unit_ms) END;
+  IF worker <> '' AND (worker !~ '^[0-9]{1,5}$' OR worker::int >= (1 << l.worker_bits)) THEN
+    RAISE EXCEPTION 'idgen portable: worker_id % is out of range for layout % (0-%)', worker, layout, (1 << l.worker_bits) - 1
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = format('Pass -v worker_id=<0-%s>, unique per server that writes ids.', (1 << l.worker_bits) - 1);
+  END IF;
+  -- The layout never changes silently: the state counts ticks and sequences of the installed one.
+  IF to_regprocedure(quote_ident(current_schema()) || '.idgen_portable_settings()') IS NOT NULL THEN
+    installed := 'twitter';  -- an installation from before layouts
+    IF to_regprocedure(quote_ident(current_schema()) || '.idgen_portable_installed_layout()') IS NOT NULL THEN
+      EXECUTE format('SELECT %I.idgen_portable_installed_layout()', current_schema()) INTO installed;
+    END IF;
+    IF installed <> layout THEN
+      RAISE EXCEPTION 'idgen portable: schema % has the portable edition of layout %, not %', current_schema(), installed, layout
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = 'Its generator''s state counts ticks of that layout; ids of another could sort below the ones it issued.',
+              HINT = format('Install again with -v layout=%s, or install the other layout into a schema of its own. Nothing was installed.', installed);
+    END IF;
   END IF;
   -- grant_to: role names as they are in pg_roles (exact case), or PUBLIC
   IF grant_to !~ '^\s*$' THEN
@@ -524,13 +709,15 @@ $fn$ $body$;
 CREATE OR REPLACE FUNCTION snowflake_next() RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
+  now_ms bigint;
   now_c bigint;
   c bigint;
 BEGIN
   BEGIN
     LOCK TABLE %4$I.idgen_portable_snowflake_lock IN SHARE UPDATE EXCLUSIVE MODE;
-    now_c := ((pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::bigint
-               OPERATOR(pg_catalog./) 1000) OPERATOR(pg_catalog.-) %2$s) OPERATOR(pg_catalog.*) 4096;
+    now_ms := (pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::bigint
+               OPERATOR(pg_catalog./) 1000) OPERATOR(pg_catalog.-) %2$s;
+    now_c := (now_ms OPERATOR(pg_catalog./) %6$s) OPERATOR(pg_catalog.<<) %5$s;
     c := pg_catalog.nextval(%1$s::pg_catalog.oid::pg_catalog.regclass);
     IF c OPERATOR(pg_catalog.<) now_c THEN
       PERFORM pg_catalog.setval(%1$s::pg_catalog.oid::pg_catalog.regclass, now_c);
@@ -540,18 +727,26 @@ BEGIN
   EXCEPTION WHEN SQLSTATE 'IDGUL' THEN
     NULL;
   END;
-  IF now_c OPERATOR(pg_catalog.<) 0 THEN
+  IF now_ms OPERATOR(pg_catalog.<) 0 THEN
     RAISE EXCEPTION 'the clock is before the snowflake epoch' USING ERRCODE = 'system_error',
       HINT = 'Check the system clock, or the epoch idgen_portable.sql was installed with.';
   END IF;
-  IF (c OPERATOR(pg_catalog.>>) 12) OPERATOR(pg_catalog.>) 2199023255551 THEN
+  IF (c OPERATOR(pg_catalog.>>) %5$s) OPERATOR(pg_catalog.>) %7$s THEN
     RAISE EXCEPTION 'snowflake ids are exhausted for this epoch' USING ERRCODE = 'system_error',
-      HINT = 'Snowflake ids span about 69.7 years from the epoch idgen_portable.sql was installed with.';
+      HINT = 'Snowflake ids span the layout''s lifetime from the epoch idgen_portable.sql was installed with (docs/layouts.md).';
   END IF;
-  RETURN (((c OPERATOR(pg_catalog.>>) 12) OPERATOR(pg_catalog.<<) 22) OPERATOR(pg_catalog.|) (%3$s::bigint OPERATOR(pg_catalog.<<) 12))
-         OPERATOR(pg_catalog.|) (c OPERATOR(pg_catalog.&) 4095);
+  RETURN (((c OPERATOR(pg_catalog.>>) %5$s) OPERATOR(pg_catalog.<<) %8$s)
+          OPERATOR(pg_catalog.|) (%3$s::bigint OPERATOR(pg_catalog.<<) %9$s))
+         OPERATOR(pg_catalog.|) ((c OPERATOR(pg_catalog.&) %10$s) OPERATOR(pg_catalog.<<) %11$s);
 END
-$fn$ $body$, state::oid, epoch, worker, current_schema());
+$fn$ $body$, state::oid, epoch, worker, current_schema(),
+      l.sequence_bits,                                                     -- 5: the sequence's bits in the state
+      l.unit_ms,                                                           -- 6: ms per tick
+      (1::bigint << LEAST(l.time_bits, 63 - l.worker_bits - l.sequence_bits)) - 1,  -- 7: the last tick
+      l.worker_bits + l.sequence_bits,                                     -- 8: the time field's shift
+      CASE WHEN l.sequence_above THEN 0 ELSE l.sequence_bits END,         -- 9: the worker's shift
+      (1::bigint << l.sequence_bits) - 1,                                  -- 10: the sequence's mask
+      CASE WHEN l.sequence_above THEN l.worker_bits ELSE 0 END);          -- 11: the sequence's shift
   END IF;
   -- EXECUTE: the installer and the roles of grant_to only (a reinstall keeps grants made before
   -- to named roles, and takes PUBLIC's away unless grant_to names it).
@@ -564,16 +759,36 @@ $fn$ $body$, state::oid, epoch, worker, current_schema());
       current_user, quote_ident(current_schema())
       USING HINT = 'Run it again with -v grant_to=<role>[,<role>...] for the roles that insert rows.';
   END IF;
-  -- snowflake_timestamp(id) and snowflake_from_timestamp(ts): under the installed epoch, as the
-  -- extension's are under idgen.epoch.
+  -- snowflake_timestamp(id) and snowflake_from_timestamp(ts): under the installed epoch and
+  -- layout, as the extension's are under idgen.epoch and idgen.layout.
   EXECUTE format($body$
 CREATE OR REPLACE FUNCTION snowflake_timestamp(id bigint) RETURNS timestamptz
-LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$ SELECT %1$I.snowflake_timestamp(id, %2$s) $fn$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$ SELECT %1$I.snowflake_timestamp(id, %2$s, %4$L) $fn$;
 CREATE OR REPLACE FUNCTION snowflake_from_timestamp(ts timestamptz) RETURNS bigint
-LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$ SELECT %1$I.snowflake_from_timestamp(ts, %2$s) $fn$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$ SELECT %1$I.snowflake_from_timestamp(ts, %2$s, %4$L) $fn$;
 CREATE OR REPLACE FUNCTION idgen_portable_settings(OUT worker_id integer, OUT epoch bigint)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT %3$s::integer, %2$s::bigint $fn$;
-$body$, current_schema(), epoch, coalesce(nullif(worker, ''), 'NULL'));
+CREATE OR REPLACE FUNCTION idgen_portable_installed_layout() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT %4$L::text $fn$;
+$body$, current_schema(), epoch, coalesce(nullif(worker, ''), 'NULL'), layout);
+  -- The one-argument worker and sequence decoders read Twitter's layout, IMMUTABLE (an index on
+  -- them stays true): under another, they refuse and name the form to use, as the extension's.
+  IF layout <> 'twitter' THEN
+    EXECUTE format($body$
+CREATE OR REPLACE FUNCTION snowflake_worker_id(id bigint) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+  RAISE EXCEPTION 'snowflake_worker_id(id) decodes Twitter''s layout, and this portable edition''s layout is %1$s'
+    USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Pass the layout: snowflake_worker_id(id, ''%1$s'').';
+END $fn$;
+CREATE OR REPLACE FUNCTION snowflake_sequence(id bigint) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+  RAISE EXCEPTION 'snowflake_sequence(id) decodes Twitter''s layout, and this portable edition''s layout is %1$s'
+    USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Pass the layout: snowflake_sequence(id, ''%1$s'').';
+END $fn$;
+$body$, layout);
+  END IF;
 END
 $install$;
 

@@ -37,6 +37,9 @@ DO $check$
 DECLARE
   s text := current_schema();
   installed record;
+  installed_layout text;
+  layout_shift integer;
+  layout_unit integer;
   state_c bigint;
   last_ms bigint;
   deadline timestamptz := clock_timestamp() + interval '10 s';
@@ -63,6 +66,25 @@ BEGIN
       USING ERRCODE = 'object_not_in_prerequisite_state',
             DETAIL = 'Ids made under one epoch decode to other times under another, and could sort below the old ones.',
             HINT = 'Set idgen.epoch in postgresql.conf to the portable edition''s epoch and restart.';
+  END IF;
+  -- The layout too (an installation from before layouts made Twitter's).
+  installed_layout := 'twitter';
+  IF to_regprocedure(quote_ident(s) || '.idgen_portable_installed_layout()') IS NOT NULL THEN
+    EXECUTE format('SELECT %I.idgen_portable_installed_layout()', s) INTO installed_layout;
+  END IF;
+  IF coalesce(current_setting('idgen.layout', true), 'twitter') <> installed_layout THEN
+    RAISE EXCEPTION 'idgen.layout is %, the portable edition was installed with layout %',
+      coalesce(current_setting('idgen.layout', true), 'twitter'), installed_layout
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'Ids of another layout decode to other times and worker ids, and could sort below the old ones.',
+            HINT = 'Set idgen.layout in postgresql.conf to the portable edition''s layout and restart.';
+  END IF;
+  IF installed_layout = 'twitter' THEN
+    layout_shift := 12;
+    layout_unit := 1;
+  ELSE
+    EXECUTE format('SELECT sequence_bits, unit_ms FROM %I.idgen_portable_layout(%L)', s, installed_layout)
+      INTO layout_shift, layout_unit;
   END IF;
   IF installed.worker_id IS DISTINCT FROM current_setting('idgen.worker_id')::int THEN
     RAISE NOTICE 'idgen.worker_id is %, the portable edition used %: fine, as long as no other server uses %',
@@ -91,7 +113,8 @@ BEGIN
       to_regclass(quote_ident(s) || '.idgen_portable_snowflake_state')::oid::bigint::integer);
   END IF;
   EXECUTE format('SELECT last_value FROM %I.idgen_portable_snowflake_state', s) INTO state_c;
-  last_ms := (state_c >> 12) + installed.epoch;
+  -- the last millisecond of the last tick the portable generator used
+  last_ms := ((state_c >> layout_shift) + 1) * layout_unit - 1 + installed.epoch;
   WHILE floor(extract(epoch FROM clock_timestamp()) * 1000) <= last_ms LOOP
     IF clock_timestamp() > deadline THEN
       RAISE EXCEPTION 'the clock is % ms behind the last id the portable snowflake_next() issued',

@@ -329,14 +329,16 @@ fn lowest_id(ts: TimestampWithTimeZone, base: &TimeBase) -> i64 {
     let unix_ms = unix_ms_of(ts, "snowflake_from_timestamp");
     let (epoch_ms, layout) = (base.epoch_unix_ms, base.layout);
     let ms = unix_ms - epoch_ms as i64;
-    if !(0..layout.lifetime_ms() as i64).contains(&ms) {
+    // lifetime_ms saturates at u64::MAX for the longest-lived layouts: at most i64::MAX here.
+    let lifetime_ms = i64::try_from(layout.lifetime_ms()).unwrap_or(i64::MAX);
+    if !(0..lifetime_ms).contains(&ms) {
         error(
             errors::DATETIME_OUT_OF_RANGE,
             "timestamp out of range for a snowflake id",
         )
         .detail(format!(
             "Snowflake ids of layout {layout} cover {epoch_ms} to {} ms since 1970.",
-            epoch_ms + layout.lifetime_ms() - 1
+            epoch_ms.saturating_add(layout.lifetime_ms() - 1)
         ))
         .hint(format!(
             "Pass a timestamp at or after the epoch and less than about {:.1} years after it.",

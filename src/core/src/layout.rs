@@ -262,7 +262,8 @@ impl Layout {
     }
     /// How long the time field lasts from the epoch, ms.
     pub fn lifetime_ms(&self) -> u64 {
-        (self.max_time() + 1) * self.unit_ms
+        // Saturates: 2^55 ticks of a second pass u64's ms (and any timestamp's range).
+        (self.max_time() + 1).saturating_mul(self.unit_ms)
     }
     /// The most ids one worker can issue in a second.
     pub fn ids_per_second(&self) -> u64 {
@@ -500,6 +501,12 @@ mod tests {
         // the shortest-lived split allowed: 39 bits of ms are 17 years
         assert!(Layout::parse("39/12/12").is_ok());
         assert!(Layout::parse("38/12/13").is_err());
+        // the longest-lived splits: more ms than a u64 holds, not a wrapped product
+        assert_eq!(
+            Layout::parse("61/1/1/1000").unwrap().lifetime_ms(),
+            u64::MAX
+        );
+        assert!(Layout::parse("55/4/4/1000ms").is_ok());
         // fields whose u32 sum wraps to a small number still do not fit
         assert!(err("4294967295/1/1").contains("does not fit a bigint"));
         assert!(err("2147483648/2147483648/1").contains("does not fit a bigint"));

@@ -152,7 +152,9 @@ impl TimeBase {
 
     /// The Unix ms a tick begins at.
     pub fn unix_ms_of(&self, tick: u64) -> u64 {
-        tick * self.layout.unit_ms() + self.epoch_unix_ms
+        // Saturates for the time fields of long-lived layouts, past any timestamp's range.
+        tick.saturating_mul(self.layout.unit_ms())
+            .saturating_add(self.epoch_unix_ms)
     }
 
     /// The Unix ms an id's tick begins at (None for a negative id).

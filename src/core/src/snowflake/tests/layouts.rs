@@ -197,6 +197,13 @@ fn an_ids_time_is_where_its_tick_begins() {
         Some(EPOCH + 5)
     );
     assert_eq!(base.unix_ms_of_id(-1), None);
+    // a long-lived layout's largest time: past u64's ms, saturated rather than wrapped (the
+    // decoders then report it out of the timestamp range)
+    let long = TimeBase {
+        epoch_unix_ms: EPOCH,
+        layout: Layout::parse("61/1/1/1000ms").unwrap(),
+    };
+    assert_eq!(long.unix_ms_of_id(i64::MAX), Some(u64::MAX));
 }
 
 #[test]
