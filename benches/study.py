@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import pgconn
 
 STRATEGY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies")
-ORDER = ["bigserial", "uuid_v4", "uuid_v7", "uuidv7_core", "snowflake", "base62_padded", "base62_text"]
+ORDER = ["bigserial", "uuid_v4", "uuid_v7", "uuidv7_core", "snowflake", "snowflake_instagram", "snowflake_js53",
+         "base62_padded", "base62_text"]
+PORTABLE_SQL = os.path.normpath(os.path.join(STRATEGY_DIR, "..", "..", "sql", "portable", "idgen_portable.sql"))
 SLOT = "idgen_study"
 
 
@@ -37,6 +39,9 @@ class Strategy:
     script: str
     requires: str | None = None  # a function the server must have, e.g. pg_catalog.uuidv7()
     expr: str | None = None  # the key's expression, for the disorder study's key made after the delay
+    # a snowflake layout: the portable edition installed for it in schema idgen_study_<layout>
+    # generates the keys (idgen.layout is one per server; the portable edition's is per schema)
+    portable: str | None = None
 
     @property
     def insert_sql(self):
@@ -51,11 +56,11 @@ def load_strategies(names=None):
             continue
         path = os.path.join(STRATEGY_DIR, fn)
         with open(path) as f:
-            header = dict(re.findall(r"^-- (key|sequence|requires|expr): (.+)$", f.read(), re.M))
+            header = dict(re.findall(r"^-- (key|sequence|requires|expr|portable): (.+)$", f.read(), re.M))
         if "key" not in header:
             raise pgconn.BenchError(f"{path} has no '-- key: <column type>' line")
         found[fn[:-4]] = Strategy(fn[:-4], header["key"], header.get("sequence"), path, header.get("requires"),
-                                  header.get("expr"))
+                                  header.get("expr"), header.get("portable"))
     names = names or [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
     unknown = [n for n in names if n not in found]
     if unknown:
@@ -265,6 +270,20 @@ def on_this_server(cur, strategies, named):
     return kept
 
 
+def install_portable(cur, strategies):
+    """The portable edition, for each strategy that names a layout, in schema idgen_study_<layout>
+    (worker id 1; installed again, it keeps its generator's state)."""
+    psql = os.path.join(os.environ["PG_BIN"], "psql") if os.environ.get("PG_BIN") else "psql"
+    for layout in sorted({s.portable for s in strategies if s.portable}):
+        schema = f"idgen_study_{layout}"
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        done = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"schema={schema}",
+                               "-v", f"layout={layout}", "-v", "worker_id=1", "-v", "grant_to=PUBLIC",
+                               "-f", PORTABLE_SQL], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise pgconn.BenchError(f"installing the portable edition for layout {layout} failed:\n{done.stderr}")
+
+
 def run(strategies, clients_list, sizes, batch, checkpoints, named=False, on_row=None):
     """Every strategy at every size and client count; on_row(results so far) after each run (so
     that a long run interrupted keeps what it measured)."""
@@ -272,6 +291,7 @@ def run(strategies, clients_list, sizes, batch, checkpoints, named=False, on_row
     cur = conn.cursor()
     preflight(cur)
     strategies = on_this_server(cur, strategies, named)
+    install_portable(cur, strategies)
     print(f"study: {len(strategies)} strategies x clients {clients_list} x sizes "
           f"{', '.join(f'{n:,}' for n in sizes)} rows", file=sys.stderr)
     cur.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (SLOT,))

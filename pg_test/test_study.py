@@ -10,7 +10,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.version_specific("pg_stat_io")
 
 BENCH = os.path.join(ROOT, "benches", "run")
-STRATEGIES = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "base62_padded", "base62_text"]
+STRATEGIES = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "snowflake_instagram", "snowflake_js53", "base62_padded",
+              "base62_text"]
 
 
 def run_study(c, *args, user="postgres", env=None):
@@ -35,7 +36,7 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
     if missing:
         pytest.skip(f"this server build has no contrib modules {', '.join(missing)} (the PostgreSQL 16 wheel "
                     "ships core only): the study reads splits with pg_walinspect and density with pgstattuple")
-    # PostgreSQL 18 adds core's uuidv7() as a seventh strategy.
+    # PostgreSQL 18 adds core's uuidv7() as a ninth strategy.
     strategies = STRATEGIES + (["uuidv7_core"] if pg_major >= 18 else [])
     out = tmp_path / "study"
     rc, log = run_study(study_server, "--rows", "30000", "--clients", "1,2", "--checkpoints", "1", "--out", str(out))
@@ -53,6 +54,14 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
     # bring in: a few dozen blocks whatever the rows (17 read 35 here, 1.2 per 1,000 rows at this
     # size, 0.04 at 1M), bounded in blocks, not per row. 16+ evict nothing either; 15's "evicted"
     # is buffers_alloc, which also counts those catalog pages (an upper bound).
+    # Under any layout a server's snowflake ids only grow: the index fills its leaves as far as
+    # Twitter's layout does (rightmost splits), whatever the split of the bits.
+    by = {(r["strategy"], r["clients"]): r for r in rows}
+    for layout in ("snowflake_instagram", "snowflake_js53"):
+        for clients in (1, 2):
+            mine, twitter = by[(layout, clients)], by[("snowflake", clients)]
+            assert abs(mine["avg_leaf_density"] - twitter["avg_leaf_density"]) < 5, (mine, twitter)
+            assert mine["avg_leaf_density"] > 80, mine
     for r in rows:
         if r["strategy"] == "bigserial":
             assert r["index_to_shared_buffers"] < 0.1 and r["blks_extended_per_1k_rows"] > 5, r
