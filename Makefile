@@ -1,7 +1,7 @@
 # The README's commands. Each installs what is missing first (apt packages, cargo-pgrx 0.18.1,
 # the servers, the pinned Python side), so they work on a fresh machine; all are safe to run again.
 
-.PHONY: run check test soak mutants mutants-core stop package
+.PHONY: run check test soak layouts mutants mutants-core stop package
 
 # The server version: 15 (Debian's, the default), 16, 17 or 18 (relocatable builds from PyPI).
 PG ?= 15
@@ -29,6 +29,11 @@ test:
 ## 10,000,000 rows, on PG.
 soak:
 	bash pg_test/soak
+
+## snowflake_next() under each named layout, on a throwaway server per layout, against the
+## layout's cap, nextval() and Instagram's next_id(): .bench/pgNN/layouts.md (a few minutes).
+layouts:
+	bash benches/layouts $(ARGS)
 
 ## The planted bugs, on demand and never in CI: each mutant of pg_test/mutants/mutants.py built
 ## and installed for 15 in turn, against the tests that guard it; the table goes to

@@ -183,3 +183,17 @@ def test_the_speed_table_has_every_generator_and_a_sane_cap(study_server, tmp_pa
     assert "Goals, as measured in this run:" in table
     goals = [line for line in table.splitlines() if line.startswith("- ") and "(goal " in line]
     assert len(goals) == (4 if pg_major >= 18 else 3), goals
+
+
+@pytest.mark.alone
+def test_the_layout_row_measures_snowflake_next_against_the_servers_layouts_cap(study_server, tmp_path):
+    # benches/speed --layout-row, as benches/layouts runs it on each layout's server: this
+    # server's layout (Twitter's), its cap, and ratios to nextval() and Instagram's next_id().
+    speed = os.path.join(ROOT, "benches", "speed")
+    e = {**os.environ, **study_server.env(db="postgres")}
+    done = subprocess.run([speed, "--layout-row", "0.05", "--repeat", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=e)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = [c.strip() for c in (tmp_path / "layout-row.md").read_text().split("|")[1:-1]]
+    assert cells[:3] == ["`twitter`", "4,096,000", "204,800"], cells
+    assert all(c.endswith("%") for c in cells[3:5]) and all(float(c) > 0 for c in cells[5:]), cells
