@@ -1,0 +1,25 @@
+from django.db import migrations, models
+
+import shop.models
+
+
+class Migration(migrations.Migration):
+    initial = True
+    dependencies = []
+    operations = [
+        migrations.CreateModel(
+            name="Order",
+            fields=[
+                ("id", shop.models.SnowflakeAutoField(primary_key=True, serialize=False)),
+                ("customer", models.TextField()),
+            ],
+        ),
+        migrations.CreateModel(
+            name="Note",
+            fields=[
+                ("id", models.BigIntegerField(primary_key=True, serialize=False,
+                                              db_default=shop.models.SnowflakeNext())),
+                ("text", models.TextField()),
+            ],
+        ),
+    ]

@@ -1,0 +1,48 @@
+"""SQLAlchemy 2 and idgen (docs/clients.md): the table made by SQLAlchemy's own schema tool with
+DEFAULT snowflake_next() and DEFAULT uuid_v7(), and the keys the database made read back through
+SQLAlchemy's normal paths: the ORM's flush, and an insert of many rows with RETURNING.
+
+    python sqlalchemy_orders.py 'postgresql+psycopg2://app@/shop?host=/var/run/postgresql'
+
+prints one JSON line: the keys it read back and the DDL's defaults."""
+import json
+import sys
+
+from sqlalchemy import BigInteger, Text, Uuid, create_engine, insert, select, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "orders"
+    # server_default: the database makes the key; autoincrement=False: not a SERIAL/IDENTITY
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False,
+                                    server_default=text("snowflake_next()"))
+    ref = mapped_column(Uuid, nullable=False, server_default=text("uuid_v7()"))
+    customer: Mapped[str] = mapped_column(Text)
+
+
+def main(url):
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)
+    with Session(engine) as session:
+        order = Order(customer="ada")
+        session.add(order)
+        session.flush()  # INSERT ... RETURNING orders.id, orders.ref
+        first = order.id
+        session.commit()
+    with engine.begin() as conn:
+        many = conn.execute(insert(Order).returning(Order.id),
+                            [{"customer": f"c{i}"} for i in range(1000)]).scalars().all()
+        stored = conn.execute(select(Order.id).order_by(Order.id)).scalars().all()
+        defaults = dict(conn.execute(text(
+            "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a"
+            " ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'orders'::regclass")).all())
+    print(json.dumps({"first": first, "many": many, "stored": stored, "defaults": defaults}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
