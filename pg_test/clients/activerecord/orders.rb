@@ -1,0 +1,35 @@
+# ActiveRecord and idgen (docs/clients.md): a migration makes the table with the key's DEFAULT,
+# the model's create! and insert_all read the keys back. Debian's ruby-activerecord and ruby-pg.
+# Prints one JSON line.
+#   ruby orders.rb <socket dir> <port> <database>
+require "active_record"
+require "json"
+
+host, port, database = ARGV
+ActiveRecord::Base.establish_connection(adapter: "postgresql", host: host, port: port.to_i,
+                                        database: database, username: "postgres")
+
+class CreateOrders < ActiveRecord::Migration[6.1]
+  def change
+    # the key the database makes: DEFAULT snowflake_next(), and RETURNING "id" on insert
+    create_table :orders, id: :bigint, default: -> { "snowflake_next()" } do |t|
+      t.uuid :ref, null: false, default: -> { "uuid_v7()" }
+      t.text :customer, null: false
+    end
+  end
+end
+
+class Order < ActiveRecord::Base
+end
+
+ActiveRecord::Migration.verbose = false
+CreateOrders.migrate(:up)
+one = Order.create!(customer: "ada")
+many = Order.insert_all((1..1000).map { |i| { customer: "c#{i}" } }, returning: %w[id])
+puts JSON.generate(
+  one: one.id, one_ref: one.reload.ref, id_class: one.id.class.name,
+  many: many.rows.map(&:first),
+  default: Order.connection.select_value(
+    "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass AND adnum = 1"),
+  version: ActiveRecord::VERSION::STRING
+)
