@@ -131,6 +131,7 @@ ensure_deps() {
     cargo pgrx init "${args[@]}" >/dev/null
   fi
   ensure_node_clients
+  ensure_rust_client
   ensure_python
 }
 
@@ -161,6 +162,15 @@ ensure_node_clients() {
   (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   cp "$dir/package-lock.json" "$dir/node_modules/.package-lock.idgen"
   chmod -R a+rX "$dir/node_modules"
+}
+
+# The Rust client (pg_test/clients/rust: the postgres crate, pinned with its lock file), built
+# here as root (the tests run as postgres, who has no cargo registry); cargo rebuilds only what
+# changed.
+ensure_rust_client() {
+  local dir="$ROOT/pg_test/clients/rust"
+  (cd "$dir" && cargo build -q --release --locked)
+  chmod -R a+rX "$dir/target/release"
 }
 
 ensure_python() {
