@@ -16,7 +16,10 @@ fn main() -> Result<(), postgres::Error> {
         "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), customer text NOT NULL)",
     )?;
     let one: i64 = client
-        .query_one("INSERT INTO orders (customer) VALUES ($1) RETURNING id", &[&"ada"])?
+        .query_one(
+            "INSERT INTO orders (customer) VALUES ($1) RETURNING id",
+            &[&"ada"],
+        )?
         .get(0);
     let many: Vec<i64> = client
         .query(
