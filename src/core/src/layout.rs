@@ -501,6 +501,13 @@ mod tests {
         // the shortest-lived split allowed: 39 bits of ms are 17 years
         assert!(Layout::parse("39/12/12").is_ok());
         assert!(Layout::parse("38/12/13").is_err());
+        // exactly at the bound: 2^35 ticks of 10 ms are 10.9 years (10 whole ones), allowed;
+        // a bit fewer is 5
+        assert_eq!(
+            Layout::parse("35/10/12/10ms").unwrap().lifetime_ms() / MS_PER_YEAR,
+            MIN_LIFETIME_YEARS
+        );
+        assert!(err("34/10/12/10ms").contains("runs out 5 years after the epoch"));
         // the longest-lived splits: more ms than a u64 holds, not a wrapped product
         assert_eq!(
             Layout::parse("61/1/1/1000").unwrap().lifetime_ms(),
@@ -538,6 +545,15 @@ mod tests {
             "worker id 8192 is out of range 0..8191"
         );
         assert_eq!(l.decompose(-5), Err(LayoutError::NegativeId(-5)));
+        // 0 is an id (the epoch's first tick, worker 0, sequence 0), not a negative one
+        assert_eq!(
+            l.decompose(0),
+            Ok(Fields {
+                time: 0,
+                worker: 0,
+                sequence: 0
+            })
+        );
         assert_eq!(l.lowest_id_at(3), Ok(3 << 23));
     }
 
