@@ -323,6 +323,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                 Mode::Fixed(_) => None,
             },
             layout: &layout,
+            max_worker: base.layout.max_worker(),
         };
         let wait_ms = match registry.claim(&claim, &stop) {
             Ok(answer) => {

@@ -85,6 +85,8 @@ pub struct Claim<'a> {
     pub fence_ms: Option<u64>,
     /// idgen.layout as idgen writes it: the registry serves one layout.
     pub layout: &'a str,
+    /// The layout's largest worker id: an answer naming a larger one is not believed.
+    pub max_worker: u64,
 }
 
 impl Registry {
@@ -113,7 +115,7 @@ impl Registry {
             c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint, $8)",
             &params,
             stop,
-            read_result,
+            |res| read_result(res, claim.max_worker),
         );
         if result.as_ref().is_err_and(|f| !f.misconfigured) {
             // The connection may be half-dead: start afresh next time.
@@ -375,7 +377,7 @@ fn failure_of(res: *mut pq::PGresult, what: &str) -> Failure {
     }
 }
 
-fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
+fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Answer, Failure> {
     if unsafe { pq::PQresultStatus(res) } != pq::ExecStatusType::PGRES_TUPLES_OK {
         return Err(failure_of(res, "claim"));
     }
@@ -401,7 +403,7 @@ fn read_result(res: *mut pq::PGresult) -> Result<Answer, Failure> {
     let worker = || -> Result<u16, Failure> {
         text(1)
             .and_then(|t| t.parse::<u16>().ok())
-            .filter(|w| u64::from(*w) <= crate::pg::settings::layout().max_worker())
+            .filter(|w| u64::from(*w) <= max_worker)
             .ok_or_else(|| Failure::plain("the registry's claim() returned no valid worker id"))
     };
     let grant = |how| -> Result<Answer, Failure> {
