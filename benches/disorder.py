@@ -12,8 +12,9 @@ checked against what pgstatindex reports.
 
 Mitigations, at the widest window: the key index at a lower fillfactor, fewer writers at once (what
 a pool of that size enforces: the same rows with fewer clients), REINDEX CONCURRENTLY after the
-run, and the key made after the wait (a second BEFORE INSERT trigger setting NEW.id, fired after
-the one that waits).
+run, the key made after the wait (a second BEFORE INSERT trigger setting NEW.id, fired after
+the one that waits), and the table partitioned by UTC days of keys (for the keys that hold a time:
+every row of the run goes to today's partition, whose key index is measured).
 """
 import sys
 import time
@@ -23,6 +24,8 @@ import pgconn
 import study
 
 COLUMNS = ", arrival bigint, arrived_at timestamptz, held_us integer"
+# The first key of a moment {ts}, for the keys that hold their time: day partitions' bounds.
+DAY_BOUNDS = {"snowflake": "snowflake_from_timestamp({ts})", "uuid_v7": "uuid_v7_boundary({ts})"}
 
 # The wait, then the arrival stamp; with a key expression, the key is (re)made after the wait.
 HOLD = """
@@ -123,6 +126,7 @@ def plan(strategies, windows, clients, mitigations, pool, fillfactors):
             runs += [(s, widest, most, ff, False, f"fillfactor {ff}", False) for s in strategies]
         runs += [(s, widest, pool, 90, False, f"{pool} writers at once", False) for s in strategies]
         runs += [(s, widest, most, 90, True, "key made after the wait", False) for s in strategies if s.expr]
+        runs += [(s, widest, most, 90, False, "day partitions", False) for s in strategies if s.name in DAY_BOUNDS]
     return runs
 
 
@@ -152,7 +156,8 @@ def run(strategies, windows, clients, rows, batch, checkpoints, mitigations=Fals
             label = f"[{n}/{len(runs)}] {s.name}, {w} ms, {c} clients" + (
                 f", {mitigation}" if mitigation != "none" else "")
             row = study.run_one(conn, s, c, n_rows, b, checkpoints, label, columns=COLUMNS,
-                                fillfactor=ff, setup=setup(w, s.expr if late else None))
+                                fillfactor=ff, setup=setup(w, s.expr if late else None),
+                                day_bound=DAY_BOUNDS[s.name] if mitigation == "day partitions" else None)
             row.update({"window_ms": w, "fillfactor": ff, "mitigation": mitigation})
             row.update(measured_disorder(cur, ff))
             row.update(reindex(cur) if then_reindex else dict.fromkeys(

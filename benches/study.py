@@ -128,9 +128,15 @@ IO_SOURCE = {
 }
 
 
+# The study's table, or its partitions (pg_partition_tree lists nothing for a plain table).
+LEAVES = ("SELECT relid FROM pg_partition_tree('idgen_study') WHERE isleaf"
+          " UNION ALL SELECT oid FROM pg_class WHERE oid = 'idgen_study'::regclass AND relkind = 'r'")
+
+
 def relation_pages(cur):
-    """The table's and its index's pages, every fork."""
-    return pgconn.one(cur, "SELECT (pg_table_size('idgen_study') + pg_indexes_size('idgen_study')) / 8192")[0]
+    """The table's and its index's pages, every fork (of every partition)."""
+    return pgconn.one(cur, "SELECT (sum(pg_table_size(relid) + pg_indexes_size(relid)) / 8192)::bigint"
+                           f" FROM ({LEAVES}) l")[0]
 
 
 def io_counters(cur):
@@ -147,37 +153,52 @@ def io_counters(cur):
         return IO_SOURCE[16], tuple(int(v) for v in pgconn.one(
             cur, f"SELECT coalesce(sum({size[0]}), 0) / 8192, coalesce(sum({size[1]}), 0) / 8192,"
                  " coalesce(sum(evictions), 0) FROM pg_stat_io WHERE object = 'relation'"))
-    read = pgconn.one(cur, "SELECT coalesce(heap_blks_read, 0) + coalesce(idx_blks_read, 0) FROM pg_statio_user_tables"
-                           " WHERE relid = 'idgen_study'::regclass")[0]
+    read = pgconn.one(cur, "SELECT coalesce(sum(coalesce(heap_blks_read, 0) + coalesce(idx_blks_read, 0)), 0)"
+                           f" FROM pg_statio_user_tables WHERE relid IN ({LEAVES})")[0]
     written, allocated = pgconn.one(cur, "SELECT buffers_checkpoint + buffers_clean + buffers_backend, buffers_alloc"
                                          " FROM pg_stat_bgwriter")
     return IO_SOURCE[15], (int(read), int(written), int(allocated))
 
 
-def run_one(conn, strategy, clients, rows, batch, checkpoints, label, *, columns="", fillfactor=None, setup=()):
+def run_one(conn, strategy, clients, rows, batch, checkpoints, label, *, columns="", fillfactor=None, setup=(),
+            day_bound=None):
     """One measured run. The disorder study adds `columns` to the table, the key index's
-    fillfactor, and `setup` statements (its trigger) run after the table is made."""
+    fillfactor, `setup` statements (its trigger) run after the table is made, and `day_bound`:
+    an expression of a timestamptz {ts} giving the first key of that moment, to partition the
+    table by UTC days of keys (yesterday, today, tomorrow); every row then goes to today's, whose
+    key index is the one measured."""
     cur = conn.cursor()
     cur.execute("DROP TABLE IF EXISTS idgen_study")
     cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
     if strategy.sequence:
         cur.execute(f"CREATE SEQUENCE idgen_study_seq {strategy.sequence}")
     index_with = f" WITH (fillfactor = {int(fillfactor)})" if fillfactor else ""
-    cur.execute(f"CREATE TABLE idgen_study (id {strategy.key_ddl} PRIMARY KEY{index_with}, payload text NOT NULL"
-                f"{columns}) WITH (autovacuum_enabled = off)")
+    key_index = "idgen_study_pkey"
+    if day_bound:
+        cur.execute(f"CREATE TABLE idgen_study (id {strategy.key_ddl} PRIMARY KEY{index_with}, payload text NOT NULL"
+                    f"{columns}) PARTITION BY RANGE (id)")
+        bounds = [pgconn.one(cur, "SELECT (" + day_bound.format(ts="(current_date + %s)::timestamp AT TIME ZONE 'UTC'")
+                             + ")::text", (d,))[0] for d in (-1, 0, 1, 2)]
+        for n, name in enumerate(("yesterday", "today", "tomorrow")):
+            cur.execute(f"CREATE TABLE idgen_study_{name} PARTITION OF idgen_study FOR VALUES FROM (%s) TO (%s)"
+                        " WITH (autovacuum_enabled = off)", (bounds[n], bounds[n + 1]))
+        key_index = "idgen_study_today_pkey"
+    else:
+        cur.execute(f"CREATE TABLE idgen_study (id {strategy.key_ddl} PRIMARY KEY{index_with}, payload text NOT NULL"
+                    f"{columns}) WITH (autovacuum_enabled = off)")
     for sql in setup:
         cur.execute(sql)
-    filenode, db_oid = pgconn.one(cur, "SELECT pg_relation_filenode('idgen_study_pkey'), "
-                                       "(SELECT oid FROM pg_database WHERE datname = current_database())")
+    filenode, db_oid = pgconn.one(cur, "SELECT pg_relation_filenode(%s), "
+                                       "(SELECT oid FROM pg_database WHERE datname = current_database())", (key_index,))
     # The slot holds this run's WAL until it has been read, and no longer.
     cur.execute("SELECT pg_create_physical_replication_slot(%s, true)", (SLOT,))
     try:
-        return measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid)
+        return measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid, key_index)
     finally:
         cur.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
 
 
-def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid):
+def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, db_oid, key_index="idgen_study_pkey"):
     cur.execute("CHECKPOINT")
     _, io_before = io_counters(cur)
     pages_before = relation_pages(cur)
@@ -218,6 +239,9 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
     count = pgconn.one(cur, "SELECT count(*) FROM idgen_study")[0]
     if count != rows:
         raise pgconn.BenchError(f"{strategy.name}: {count} rows inserted, expected {rows}")
+    if key_index != "idgen_study_pkey" and pgconn.one(cur, "SELECT count(*) FROM idgen_study_today")[0] != rows:
+        raise pgconn.BenchError(f"{strategy.name}: the run crossed midnight UTC, and its rows went to two day "
+                                "partitions: run it again")
 
     # block_ref reads "blkref #0: rel spc/db/filenode fork main blk N" (15) or "..., blk N" (16+),
     # with "FPW" after each block the record carries a full image of; a split's description
@@ -238,10 +262,10 @@ def measure(cur, strategy, clients, rows, batch, checkpoints, label, filenode, d
                coalesce(sum((SELECT count(*) FROM regexp_matches(block_ref, 'FPW', 'g'))), 0)
         FROM pg_get_wal_records_info(%(start)s, %(end)s)""", {"rel": rel, "start": start_lsn, "end": end_lsn})
     tree_level, leaf_pages, density, fragmentation = pgconn.one(
-        cur, "SELECT tree_level, leaf_pages, avg_leaf_density, leaf_fragmentation FROM pgstatindex('idgen_study_pkey')")
+        cur, "SELECT tree_level, leaf_pages, avg_leaf_density, leaf_fragmentation FROM pgstatindex(%s)", (key_index,))
     index_bytes, table_bytes, wal_bytes = pgconn.one(
-        cur, "SELECT pg_relation_size('idgen_study_pkey'), pg_relation_size('idgen_study'), "
-             "pg_wal_lsn_diff(%s, %s)::bigint", (end_lsn, start_lsn))
+        cur, f"SELECT pg_relation_size(%s), (SELECT sum(pg_relation_size(relid))::bigint FROM ({LEAVES}) l), "
+             "pg_wal_lsn_diff(%s, %s)::bigint", (key_index, end_lsn, start_lsn))
     return {
         "strategy": strategy.name, "clients": clients, "rows": rows, "seconds": seconds,
         "rows_per_s": rows / seconds, "leaf_splits": leaf, "upper_splits": upper, "new_roots": roots,

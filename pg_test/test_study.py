@@ -127,6 +127,30 @@ def test_a_wide_disorder_window_leaves_ordered_keys_leaves_half_empty_as_the_mod
     assert "## Why: what nbtree does with a late key" in text and (out / "disorder.png").stat().st_size > 10_000
 
 
+@pytest.mark.alone
+def test_day_partitions_do_not_mitigate_late_keys_all_writers_share_todays(module_factory, tmp_path):
+    """--mitigations at a tiny scale, snowflake keys, 200 writers, 40 ms: the table partitioned by
+    UTC days of keys sends every row to today's partition, and its key index ends as sparse as the
+    unpartitioned one's; the other mitigations are there too."""
+    c = module_factory("study-mitigations", conf=["max_connections = 250"])
+    missing = [e for e in ("pg_walinspect", "pgstattuple")
+               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
+    if missing:
+        pytest.skip(f"this server build has no contrib modules {', '.join(missing)}")
+    out = tmp_path / "mitigations"
+    rc, log = run_study(c, "--disorder", "40", "--mitigations", "--strategies", "snowflake", "--rows", "20000",
+                        "--checkpoints", "0", "--out", str(out))
+    assert rc == 0, log
+    rows = {r["mitigation"]: r for r in report.read_disorder_csv(str(out / "disorder.csv"))}
+    assert {"none", "fillfactor 80", "key made after the wait", "day partitions"} <= set(rows), sorted(rows)
+    assert report.disorder_sanity(list(rows.values())) == []
+    none, parted = rows["none"], rows["day partitions"]
+    assert parted["late_rows_pct"] > 50 and parted["avg_leaf_density"] < 80, parted
+    assert abs(parted["avg_leaf_density"] - none["avg_leaf_density"]) < 12, (none, parted)
+    assert rows["key made after the wait"]["avg_leaf_density"] > 85, rows["key made after the wait"]
+    assert "| snowflake | day partitions |" in (out / "disorder.md").read_text()
+
+
 def test_the_disorder_study_asks_for_enough_connections(study_server, tmp_path):
     rc, log = run_study(study_server, "--disorder", "0", "--strategies", "snowflake", "--rows", "100",
                         "--out", str(tmp_path))
