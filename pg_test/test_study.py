@@ -14,6 +14,16 @@ STRATEGIES = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "snowflake_instagr
               "base62_text"]
 
 
+def skip_without_contrib(c):
+    """The study reads splits with pg_walinspect and density with pgstattuple (contrib)."""
+    missing = [e for e in ("pg_walinspect", "pgstattuple")
+               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
+    if missing:
+        pytest.skip(f"this server build has no contrib modules {', '.join(missing)} (the PostgreSQL 16 wheel ships "
+                    "core only): the study reads splits with "
+                    "pg_walinspect and density with pgstattuple")
+
+
 def run_study(c, *args, user="postgres", env=None):
     e = {**os.environ, **c.env(db="postgres", user=user), **(env or {})}
     done = subprocess.run([BENCH, *args], capture_output=True, text=True, env=e)
@@ -31,11 +41,7 @@ def study_server(module_factory):
 
 
 def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_major):
-    missing = [e for e in ("pg_walinspect", "pgstattuple")
-               if not study_server.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
-    if missing:
-        pytest.skip(f"this server build has no contrib modules {', '.join(missing)} (the PostgreSQL 16 wheel "
-                    "ships core only): the study reads splits with pg_walinspect and density with pgstattuple")
+    skip_without_contrib(study_server)
     # PostgreSQL 18 adds core's uuidv7() as a ninth strategy.
     strategies = STRATEGIES + (["uuidv7_core"] if pg_major >= 18 else [])
     out = tmp_path / "study"
@@ -77,10 +83,7 @@ def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(
     cache; UUID v4's inserts read and evict far more blocks per row than bigserial's, no count is
     negative, and index_to_shared_buffers is the index size over shared_buffers."""
     c = module_factory("study-io", conf=["shared_buffers = '2MB'"])
-    missing = [e for e in ("pg_walinspect", "pgstattuple")
-               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
-    if missing:
-        pytest.skip(f"this server build has no contrib modules {', '.join(missing)}")
+    skip_without_contrib(c)
     out = tmp_path / "io"
     rc, log = run_study(c, "--sizes", "20000,150000", "--clients", "1", "--checkpoints", "0",
                         "--strategies", "bigserial,uuid_v4", "--out", str(out))
@@ -106,10 +109,7 @@ def test_a_wide_disorder_window_leaves_ordered_keys_leaves_half_empty_as_the_mod
     same writers with no wait; the measured disorder says the rows arrived late, and the model,
     replaying the measured arrival order, lands within two points of pgstatindex."""
     c = module_factory("study-disorder", conf=["max_connections = 250"])
-    missing = [e for e in ("pg_walinspect", "pgstattuple")
-               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
-    if missing:
-        pytest.skip(f"this server build has no contrib modules {', '.join(missing)}")
+    skip_without_contrib(c)
     out = tmp_path / "disorder"
     rc, log = run_study(c, "--disorder", "0,40", "--strategies", "snowflake", "--rows", "20000",
                         "--checkpoints", "0", "--out", str(out))
@@ -133,10 +133,7 @@ def test_day_partitions_do_not_mitigate_late_keys_all_writers_share_todays(modul
     UTC days of keys sends every row to today's partition, and its key index ends as sparse as the
     unpartitioned one's; the other mitigations are there too."""
     c = module_factory("study-mitigations", conf=["max_connections = 250"])
-    missing = [e for e in ("pg_walinspect", "pgstattuple")
-               if not c.one(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{e}'")]
-    if missing:
-        pytest.skip(f"this server build has no contrib modules {', '.join(missing)}")
+    skip_without_contrib(c)
     out = tmp_path / "mitigations"
     rc, log = run_study(c, "--disorder", "40", "--mitigations", "--strategies", "snowflake", "--rows", "20000",
                         "--checkpoints", "0", "--out", str(out))

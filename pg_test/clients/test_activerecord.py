@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import pytest
+from shop import shop_server
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "activerecord", "orders.rb")
 WORKER = 13
@@ -13,10 +14,7 @@ WORKER = 13
 
 @pytest.fixture(scope="module")
 def server(module_factory):
-    c = module_factory("activerecord", worker_id=WORKER)
-    c.q("CREATE DATABASE shop")
-    c.q("CREATE EXTENSION idgen", db="shop")
-    return c
+    return shop_server(module_factory, "activerecord", WORKER)
 
 
 def test_activerecord_migrates_the_default_and_reads_back_the_keys(server):

@@ -5,6 +5,7 @@ import os
 import subprocess
 
 import pytest
+from shop import shop_server
 
 JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jdbc")
 DRIVER = "/usr/share/java/postgresql.jar"  # Debian's libpostgresql-jdbc-java
@@ -13,10 +14,7 @@ WORKER = 11
 
 @pytest.fixture(scope="module")
 def server(module_factory):
-    c = module_factory("jdbc", worker_id=WORKER)
-    c.q("CREATE DATABASE shop")
-    c.q("CREATE EXTENSION idgen", db="shop")
-    return c
+    return shop_server(module_factory, "jdbc", WORKER)
 
 
 def test_jdbc_reads_back_the_keys_of_one_insert_and_of_a_batch(server, tmp_path):

@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import pytest
+from shop import shop_server
 
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 WORKER = 9
@@ -13,10 +14,7 @@ WORKER = 9
 
 @pytest.fixture(scope="module")
 def server(module_factory):
-    c = module_factory("node", worker_id=WORKER)
-    c.q("CREATE DATABASE shop")
-    c.q("CREATE EXTENSION idgen", db="shop")
-    return c
+    return shop_server(module_factory, "node", WORKER)
 
 
 def test_node_postgres_and_knex_read_back_the_keys_as_strings_and_json_numbers_round_them(server):

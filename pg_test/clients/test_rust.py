@@ -5,6 +5,7 @@ import os
 import subprocess
 
 import pytest
+from shop import shop_server
 
 BINARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rust", "target", "release", "idgen-client-rust")
 WORKER = 17
@@ -12,10 +13,7 @@ WORKER = 17
 
 @pytest.fixture(scope="module")
 def server(module_factory):
-    c = module_factory("rust", worker_id=WORKER)
-    c.q("CREATE DATABASE shop")
-    c.q("CREATE EXTENSION idgen", db="shop")
-    return c
+    return shop_server(module_factory, "rust", WORKER)
 
 
 def test_the_postgres_crate_reads_back_the_keys_as_i64(server):
