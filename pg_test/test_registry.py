@@ -216,21 +216,79 @@ def test_every_id_is_taken_then_the_freed_one_is_reused(cluster_factory, registr
     assert "idgen_registry.holders" in e.diag.message_hint
 
 
-def test_an_ended_lease_of_a_fixed_id_is_never_handed_to_an_auto_server(cluster_factory, registry):
-    """A fixed-id server carries on without the registry, past its lease's end: its id must not
-    go to an automatic claim. Only a server configured with that id takes it over."""
+def test_a_fixed_id_cut_off_from_the_registry_stops_at_its_lease_end_and_its_id_is_reused_above_it(
+        cluster_factory, registry):
+    """A lease nobody renews is freed once it ends, whatever kind of id it was: a fixed-id server
+    (the default, idgen.unverified_worker_id = refuse) is fenced as an automatic one is. Cut off
+    from the registry under load (its role loses idgen_fleet, so every renewal fails), it stops
+    issuing at its fence; an automatic server waiting for the only id left takes that one once the
+    lease has ended, and resumes above every id the fixed server stored, while that server keeps
+    trying. When the fixed server reaches the registry again, the id is another's: it refuses,
+    until a restart claims again."""
     fill_all_but_the_last(registry)
     fixed = member(cluster_factory, "fixed", registry, worker_id=1023)
+    fixed.q("CREATE TABLE t (id bigint PRIMARY KEY)")
     assert first_ids(fixed, 10)
-    fixed.stop()  # cut off: its lease ends, unfenced
-    ended = "SELECT NOT live AND NOT fenced FROM idgen_registry.holders WHERE worker_id = 1023"
-    wait_until("the lease to end", lambda: registry.q(ended, db="registry") == [(True,)])
     auto = member(cluster_factory, "auto", registry)
-    e = auto.error("SELECT snowflake_next()")
-    assert e.pgcode == NOT_IN_PREREQUISITE_STATE and "all 1,024 are leased" in e.diag.message_primary
-    replacement = member(cluster_factory, "replacement", registry, worker_id=1023)
-    assert {worker_of(i) for i in first_ids(replacement, 10)} == {1023}
-    assert status(replacement)["registry"] == "holding"
+    assert "all 1,024 are leased" in _refusal(auto).diag.message_primary
+    stop = threading.Event()
+    refused = []
+
+    def load():
+        while not stop.is_set():
+            try:
+                fixed.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 500)")
+            except psycopg2.Error as e:
+                refused.append(e)
+                time.sleep(0.05)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    try:
+        time.sleep(1)
+        registry.q("REVOKE idgen_fleet FROM srv_fixed", db="registry")
+        got = first_ids(auto, 2000, timeout=30)
+        time.sleep(1)  # the fixed server keeps trying after the automatic one issued
+    finally:
+        stop.set()
+        loader.join(timeout=30)
+    assert {worker_of(i) for i in got} == {1023}
+    stored = [r[0] for r in fixed.q("SELECT id FROM t")]
+    assert len(stored) > 1000, len(stored)
+    twice = set(stored) & set(got)
+    assert not twice, f"the two servers issued {len(twice)} ids each"
+    assert min(got) > max(stored), f"{((max(stored) >> 22) - (min(got) >> 22))} ms of the fixed server's reissued"
+    assert refused, "the fixed server never stopped"
+    last = refused[-1]
+    assert last.pgcode == NOT_IN_PREREQUISITE_STATE and "the lease of worker id 1023 ended at" in str(last), last
+    registry.q("GRANT idgen_fleet TO srv_fixed", db="registry")
+    e = wait_until("the fixed server to find its id taken", lambda: (e := _refusal(fixed))
+                   and "lost" in status(fixed)["registry"] and e, timeout=20)
+    assert "gave the worker id to another server" in e.diag.message_detail, e.diag.message_detail
+
+
+def test_an_unfenced_fixed_ids_lease_goes_to_no_other_server_but_its_own_next_run(cluster_factory, registry):
+    """A fixed-id server under idgen.unverified_worker_id = issue carries on without the registry
+    and, restarted while the registry is down, issues before it is asked: its lease, ended or
+    released, says nothing of whether it still issues. No automatic claim takes the id, and
+    another server configured with it is refused, told why and how the owner frees it; the
+    server itself takes it back."""
+    fill_all_but_the_last(registry)
+    fixed = member(cluster_factory, "fixed", registry, worker_id=1023, conf=["idgen.unverified_worker_id = issue"])
+    assert first_ids(fixed, 10)
+    fixed.stop()  # released at shutdown, still unfenced
+    ended = "SELECT NOT live AND NOT fenced AND released FROM idgen_registry.holders WHERE worker_id = 1023"
+    assert registry.q(ended, db="registry") == [(True,)]
+    auto = member(cluster_factory, "auto", registry)
+    e = wait_until("the exhausted refusal", lambda: _refusal(auto), timeout=20)
+    assert "all 1,024 are leased" in e.diag.message_primary, e.diag.message_primary
+    other = member(cluster_factory, "other", registry, worker_id=1023)
+    e = wait_until("the other's refusal", lambda: _refusal(other), timeout=20)
+    assert "unfenced" in e.diag.message_primary and "idgen_registry.free(1023)" in e.diag.message_primary, e
+    assert "does not show that it stopped" in e.diag.message_detail, e.diag.message_detail
+    fixed.start()
+    assert {worker_of(i) for i in first_ids(fixed, 10)} == {1023}
+    assert status(fixed)["registry"] == "holding"
 
 
 def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
@@ -269,12 +327,14 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
 
 def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reused_above_it(cluster_factory,
                                                                                             registry):
-    """A fixed-id server that is gone for good keeps its id from automatic claims, which cannot
-    tell it from one cut off from the registry and still issuing; the exhausted server's HINT
-    names the way out, only the registry's owner may take it (idgen_registry.free()), and the
-    automatic server that then takes the id resumes above every id the gone server stored."""
+    """A fixed-id server under idgen.unverified_worker_id = issue that is gone for good keeps its
+    id from automatic claims, which cannot tell it from one cut off from the registry and still
+    issuing; the exhausted server's HINT names the way out, only the registry's owner may take it
+    (idgen_registry.free()), and the automatic server that then takes the id resumes above every
+    id the gone server stored."""
     fill_all_but_the_last(registry)
-    gone = member(cluster_factory, "gone", registry, worker_id=1023, conf=["idgen.lease = '1s'"])
+    gone = member(cluster_factory, "gone", registry, worker_id=1023,
+                  conf=["idgen.lease = '1s'", "idgen.unverified_worker_id = issue"])
     gone.q("CREATE TABLE t (id bigint PRIMARY KEY)")
     gone.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 5000)")
     wait_reaped(kill_server(gone))
@@ -284,7 +344,7 @@ def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reus
     e = wait_until("the exhausted refusal", lambda: _refusal(auto), timeout=20)
     assert "all 1,024 are leased" in e.diag.message_primary, e.diag.message_primary
     assert "SELECT idgen_registry.free(worker_id)" in e.diag.message_hint, e.diag.message_hint
-    assert "never given to an automatic claim" in e.diag.message_detail, e.diag.message_detail
+    assert "never given to another server until the registry's owner frees it" in e.diag.message_detail, e
     assert registry.error("SELECT idgen_registry.free(1023)", db="registry", user="srv_auto").pgcode == "42501"
     freed = registry.one("SELECT idgen_registry.free(1023)", db="registry")
     assert freed.startswith("gone@"), freed
@@ -456,35 +516,47 @@ def _insert_until_killed(c):
 # ---- the registry stops -----------------------------------------------------------------------
 
 @pytest.mark.alone
-def test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones_carry_on(cluster_factory, registry):
+def test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_told_to_issue(cluster_factory,
+                                                                                               registry):
+    """The lease is the right to issue, for automatic and fixed ids alike: with the registry down,
+    each stops at the end of the lease it could not renew (3 s, renewed every second), and resumes
+    above its old ids once the registry answers again. Only a fixed id under
+    idgen.unverified_worker_id = issue carries on."""
     auto = member(cluster_factory, "auto", registry)
     fixed = member(cluster_factory, "fixed", registry, worker_id=900)
-    before = first_ids(auto, 100)
-    assert ids(fixed, 10)
+    lenient = member(cluster_factory, "lenient", registry, worker_id=901, conf=["idgen.unverified_worker_id = issue"])
+    before = {c.port: first_ids(c, 100) for c in (auto, fixed, lenient)}
     registry.stop()
     stopped = time.monotonic()
 
-    def auto_refused():
-        try:
-            ids(auto, 100)
-            return None
-        except psycopg2.Error as e:
-            return e
+    def refused(c):
+        def attempt():
+            try:
+                ids(c, 100)
+                return None
+            except psycopg2.Error as e:
+                return e
+        return attempt
 
-    e = wait_until("the auto server to stop", auto_refused, timeout=15)
-    waited = time.monotonic() - stopped
-    assert e.pgcode == NOT_IN_PREREQUISITE_STATE, e
-    assert "the lease of worker id" in e.diag.message_primary and "ended at" in e.diag.message_primary
-    assert "could not renew it" in e.diag.message_detail
-    assert waited <= 3.5, waited  # the lease is 3 s, renewed every second
-    assert ids(fixed, 100), "the fixed-id server carries on"
-    wait_until("a WARNING per failed renewal", lambda: "could not renew the lease of worker id 900" in fixed.log())
+    for name, c in (("auto", auto), ("fixed", fixed)):
+        e = wait_until(f"{name} to stop", refused(c), timeout=15)
+        waited = time.monotonic() - stopped
+        assert e.pgcode == NOT_IN_PREREQUISITE_STATE, e
+        assert "the lease of worker id" in e.diag.message_primary and "ended at" in e.diag.message_primary
+        assert "could not renew it" in e.diag.message_detail
+        assert waited <= 3.5, (name, waited)
+    assert ids(lenient, 100), "the fixed-id server told to issue carries on"
+    wait_until("a WARNING per failed renewal",
+               lambda: "could not renew the lease of worker id 901 in the registry; this server carries on"
+               in lenient.log())
+    assert "could not renew the lease of worker id 900 in the registry; ids stop at its end" in fixed.log()
     st = status(auto)
     assert st["registry_reachable"] is False and st["last_error"]
     registry.start()
-    after = first_ids(auto, 100, timeout=20)
-    assert min(after) > max(before)
-    assert status(auto)["registry_reachable"] is True
+    for c in (auto, fixed):
+        after = first_ids(c, 100, timeout=20)
+        assert min(after) > max(before[c.port])
+        assert status(c)["registry_reachable"] is True
 
 
 # ---- promotion --------------------------------------------------------------------------------

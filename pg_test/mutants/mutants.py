@@ -84,7 +84,29 @@ MUTANTS = [
         "    if permit.fence_ms != registry::NO_LIMIT {",
         "    if false && permit.fence_ms != registry::NO_LIMIT {",
         ("pg_test/test_registry.py::"
-         "test_a_stopped_registry_stops_auto_servers_at_their_lease_end_and_fixed_ones_carry_on",),
+         "test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_told_to_issue",),
+    ),
+    Mutant(
+        "fixed-fence-ignored",
+        "a fixed-id server issues nothing from its lease's end on (unless told to issue), so its id is "
+        "reused safely",
+        "src/core/src/lease.rs",
+        "    let fence_ms = policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX);",
+        "    let fence_ms = match mode {\n        Mode::Fixed(_) => u64::MAX,\n"
+        "        Mode::Auto => policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX),\n    };",
+        ("pg_test/test_registry.py::"
+         "test_a_fixed_id_cut_off_from_the_registry_stops_at_its_lease_end_and_its_id_is_reused_above_it",
+         "pg_test/test_registry.py::"
+         "test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_told_to_issue"),
+    ),
+    Mutant(
+        "unfenced-lease-handed-over",
+        "an unfenced lease (a fixed id told to issue without the registry) goes to no other server "
+        "until the owner frees it",
+        "sql/registry/idgen_registry.sql",
+        "            OR (row_.fence_ms IS NULL AND NOT (row_.holder = p_holder AND row_.holder_role = who)))",
+        "            OR (row_.fence_ms IS NULL AND false))",
+        ("pg_test/test_registry.py::test_an_unfenced_fixed_ids_lease_goes_to_no_other_server_but_its_own_next_run",),
     ),
     Mutant(
         "reuse-floor-ignored",

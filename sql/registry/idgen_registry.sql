@@ -17,17 +17,19 @@
 -- Who may do what: only members of idgen_fleet may call claim() or read the holders view;
 -- nobody but the owner reads or writes the table itself. claim() runs with the owner's rights
 -- (SECURITY DEFINER) with a pinned search_path that ends in pg_temp and schema-qualified names;
--- it takes the table's lock only for the length of one claim, so an ordinary role can neither
--- take a lease nor block one (it cannot call claim(), lock the table or read it).
+-- it locks only rows its caller may take, never the table (see claim()), so that a member can
+-- block no one else's claim, and an ordinary role can neither take a lease nor block one (it
+-- cannot call claim(), lock the table or read it).
 --
 -- Times are Unix milliseconds. A lease ends lease_ends_ms (the registry's clock) after the claim
--- that granted it. A holder with idgen.worker_id = auto is fenced: it reports fence_ms, the
--- millisecond (its own clock) from which it issues nothing unless it renews; one with a fixed id
--- is not (fence_ms NULL): it carries on while the registry is unreachable. A server that takes an
--- id over resumes after the highest fence and horizon any earlier holder reported, and the
--- latest end of their leases plus its own idgen.max_clock_skew (see docs/registry.md). An unfenced lease that ended is never
--- handed out to an automatic claim: its holder may still be issuing; only a server configured
--- with that fixed id takes it over.
+-- that granted it. A holder is fenced: it reports fence_ms, the millisecond (its own clock) from
+-- which it issues nothing unless it renews, so a lease nobody renews is free once it ends,
+-- whatever kind of id it was. The exception is a fixed id under idgen.unverified_worker_id =
+-- issue (fence_ms NULL): it carries on while the registry is unreachable, so its lease, ended
+-- or released, goes to no other server (only to a later run of that server) until the owner
+-- frees it (idgen_registry.free()). A server that takes an id over resumes after the highest
+-- fence and horizon any earlier holder reported, and the latest end of their leases plus its
+-- own idgen.max_clock_skew (see docs/registry.md).
 --
 -- A lease is one run's: the holder's system identifier (shared by a primary, its standbys and
 -- every copy of it) and the run its postmaster drew at start, so that two copies of a server
@@ -114,7 +116,7 @@ CREATE TABLE idgen_registry.lease (
     -- the clock-skew allowance, after last_horizon_ms and after predecessor_fence_ms.
     predecessor_ends_ms bigint NOT NULL DEFAULT 0,
     -- The holder's own fence (its clock): it issues nothing from this millisecond on unless
-    -- it renews. NULL: not fenced (a fixed worker id).
+    -- it renews. NULL: not fenced (a fixed worker id under idgen.unverified_worker_id = issue).
     fence_ms            bigint,
     -- The highest fence any earlier holder reported (0: none, or none fenced): not only the
     -- last holder's, as a holder whose clock ran ahead may have issued past later fences.
@@ -140,6 +142,22 @@ CREATE TABLE idgen_registry.quota (
 );
 REVOKE ALL ON TABLE idgen_registry.quota FROM PUBLIC;
 
+-- Whether row_'s lease keeps holder p_holder, claiming as registry role who, from its id: a
+-- lease of another run that has not ended; the same holder's under another registry role; or an
+-- unfenced one (a fixed id under idgen.unverified_worker_id = issue, which may still be issuing
+-- whatever its lease says), which only a later run of its own server takes back.
+CREATE FUNCTION idgen_registry._kept_from(row_ idgen_registry.lease, p_holder text, who name, now_ms bigint)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $kept$
+    SELECT row_.holder IS NOT NULL
+       AND (row_.lease_ends_ms >= now_ms
+            OR (row_.holder = p_holder AND row_.holder_role <> who)
+            OR (row_.fence_ms IS NULL AND NOT (row_.holder = p_holder AND row_.holder_role = who)))
+$kept$;
+REVOKE ALL ON FUNCTION idgen_registry._kept_from(idgen_registry.lease, text, name, bigint) FROM PUBLIC;
+
 -- claim()'s answer when another run holds the id: who it is, and when its lease ends.
 CREATE FUNCTION idgen_registry._conflict(row_ idgen_registry.lease, p_holder text, who name, now_ms bigint)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
@@ -153,6 +171,10 @@ AS $conflict$
             || CASE WHEN row_.holder = p_holder AND row_.holder_role = who
                THEN ', another run of this server: a copy of it started beside it, a promoted standby '
                     'beside its primary, or the run before a crash, whose lease has not ended'
+               WHEN row_.fence_ms IS NULL AND row_.lease_ends_ms < now_ms
+               THEN ', unfenced: it runs with idgen.unverified_worker_id = issue and may still be issuing '
+                    'although its lease has ended; the registry''s owner frees the id once that server is gone '
+                    'for good: SELECT idgen_registry.free(' || row_.worker_id || ')'
                ELSE '' END || ')',
         row_.lease_ends_ms, now_ms, NULL::integer, NULL::integer
 $conflict$;
@@ -160,7 +182,9 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 
 -- Claims or renews a lease for run p_run of holder p_holder: the fixed id p_worker_id, or (NULL)
 -- any id: one this run holds already, else this server's own from an earlier run, else one
--- never leased, else the fenced one whose lease ended longest ago. A lease is a run's: another run of
+-- never leased, else the fenced one whose lease ended longest ago. An unfenced lease (p_fence_ms
+-- NULL: a fixed id that issues without the registry) goes to no other server, ended or
+-- released, until the owner frees it. A lease is a run's: another run of
 -- the same server (a copy of it, a promoted standby, a start after a crash) takes it only once
 -- it has ended or was released, as any other server would. p_fence_ms: the claimant's fence
 -- if this claim succeeds (NULL: unfenced). p_horizon_ms: its durable horizon. Returns one row:
@@ -264,8 +288,7 @@ BEGIN
     -- of someone else's live lease ever holds that lease's row.
     IF p_worker_id IS NOT NULL THEN
         SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = p_worker_id;
-        IF row_.holder IS NOT NULL AND (row_.lease_ends_ms >= now_ms
-                                        OR (row_.holder = p_holder AND row_.holder_role <> who)) THEN
+        IF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
             RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
             RETURN;
         END IF;
@@ -288,9 +311,9 @@ BEGIN
     END IF;
 
     -- 4. The id: the fixed one, or the first free one: this server's own from an earlier run
-    -- (released, or its lease ended), else
-    -- one never leased, else the fenced one whose lease ended longest ago (an unfenced, fixed-id
-    -- holder may still be issuing; a holder's id under another role is that role's to take).
+    -- (released, or its lease ended), else one never leased, else the fenced one whose lease
+    -- ended longest ago, fixed or automatic (an unfenced holder may still be issuing; a
+    -- holder's id under another role is that role's to take).
     -- SKIP LOCKED passes over a row that another claim holds locked, for as long as its caller
     -- keeps its transaction open.
     IF p_worker_id IS NULL THEN
@@ -321,9 +344,7 @@ BEGIN
     SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id FOR UPDATE;
     IF row_.holder IS NULL THEN
         outcome := 'claimed';
-    ELSIF row_.lease_ends_ms >= now_ms
-          OR (row_.holder = p_holder AND row_.holder_role <> who)
-          OR (row_.fence_ms IS NULL AND p_worker_id IS NULL) THEN
+    ELSIF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
         RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
         RETURN;
     ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
@@ -374,7 +395,8 @@ BEGIN
        SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),
            last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_last_ms, 0)),
            -- An ended run issues nothing more: its fence comes down to just past its last id
-           -- (a fixed id's lease stays unfenced: never handed to an automatic claim).
+           -- (an unfenced lease stays so: its server may come back and issue before the
+           -- registry answers, so its id goes to no other server).
            fence_ms = CASE WHEN l.fence_ms IS NOT NULL
                            THEN LEAST(l.fence_ms, coalesce(p_last_ms, 0) + 1) END,
            renewed_at = pg_catalog.now()
@@ -387,9 +409,10 @@ REVOKE ALL ON FUNCTION idgen_registry.release(text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry.release(text, text, bigint) TO idgen_fleet;
 
 -- For the registry's owner only: frees worker id p_worker_id, whose server is gone for good (its
--- data directory deleted, its machine retired) and will never release it. Its lease ends now; a
--- fixed id becomes like an ended automatic one, which an automatic claim may take once no
--- never-leased id is left. Whoever takes it resumes after the id's highest horizon and fences
+-- data directory deleted, its machine retired) and will never release it, or whose lease is
+-- unfenced (idgen.unverified_worker_id = issue), which no other server takes otherwise. Its
+-- lease ends now and becomes fenced, like any ended one, which a claim may take (an automatic
+-- one once no never-leased id is left). Whoever takes it resumes after the id's highest horizon and fences
 -- and after now plus its own idgen.max_clock_skew, so above every id the gone server issued,
 -- as long as it really stopped before this call. Returns the holder it was freed from.
 CREATE FUNCTION idgen_registry.free(p_worker_id integer)

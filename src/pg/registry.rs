@@ -2,8 +2,9 @@
 //! (`idgen lease worker`), and what it publishes in shared memory for snowflake_next().
 //!
 //! The per-id path reads one word, the permit: ids may come from milliseconds before it
-//! (`u64::MAX`: no limit; 0: none may be issued now — see `INFO` for why). For automatic ids it
-//! is the lease's fence, and the worker id sits beside it. Everything else (the standing, the
+//! (`u64::MAX`: no limit; 0: none may be issued now — see `INFO` for why). It is the lease's
+//! fence (but for a fixed id under idgen.unverified_worker_id = issue), and for automatic ids
+//! the worker id sits beside it. Everything else (the standing, the
 //! registry's last error, the other holder) is read only on an error or by the status view.
 
 use crate::pg::registry_client::{Claim, Registry};
@@ -31,7 +32,7 @@ const TEXT: usize = 1024;
 pub struct Info {
     standing: u8,
     worker_id: u16,
-    /// The fence (automatic ids) or `NO_LIMIT`.
+    /// The fence, or `NO_LIMIT` (a fixed id under idgen.unverified_worker_id = issue).
     fence_ms: u64,
     /// When the registry ends the lease (its clock), from its last answer.
     lease_ends_ms: u64,
@@ -285,6 +286,10 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
     let lease_ms = settings::lease_ms();
     let skew_ms = settings::max_clock_skew_ms();
     let issue_unverified = settings::issue_unverified();
+    let policy = lease::Policy {
+        mode,
+        issue_unconfirmed: issue_unverified,
+    };
     let base = settings::time_base();
     let layout = base.layout.to_string();
     // A neutral application_name: any role on the registry can read pg_stat_activity.
@@ -318,10 +323,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             },
             lease_ms,
             horizon_ms,
-            fence_ms: match mode {
-                Mode::Auto => Some(sent_ms + lease_ms),
-                Mode::Fixed(_) => None,
-            },
+            fence_ms: policy.fence_ms(sent_ms, lease_ms),
             layout: &layout,
             max_worker: base.layout.max_worker(),
         };
@@ -338,7 +340,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                     } => *other_lease_ends_ms,
                     _ => 0,
                 };
-                let decision = lease::decide(mode, &standing, answer, sent_ms, lease_ms, skew_ms);
+                let decision = lease::decide(policy, &standing, answer, sent_ms, lease_ms, skew_ms);
                 let opening = !matches!(standing, Standing::Holding { .. });
                 if let Standing::Holding { worker_id, .. } = decision.standing {
                     if opening && decision.resume_after_ms > 0 {
@@ -388,12 +390,12 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                 }
                 standing = lease::decide_unanswered(mode, &standing, issue_unverified);
                 let what = match (&standing, mode) {
-                    (Standing::Holding { fence_ms, .. }, Mode::Auto) => format!(
+                    (Standing::Holding { fence_ms, .. }, _) if policy.fenced() => format!(
                         "could not renew the lease of worker id {} in the registry; ids stop at its end ({fence_ms} Unix ms) unless a renewal succeeds first",
                         claim.worker_id.unwrap_or_default()
                     ),
                     (Standing::Holding { .. }, Mode::Fixed(id)) => format!(
-                        "could not renew the lease of worker id {id} in the registry; this server carries on, as its worker id is set in idgen.worker_id"
+                        "could not renew the lease of worker id {id} in the registry; this server carries on (idgen.unverified_worker_id = issue)"
                     ),
                     (Standing::Unverified, Mode::Fixed(id)) => format!(
                         "could not verify worker id {id} in the registry; issuing ids on it anyway (idgen.unverified_worker_id = issue)"

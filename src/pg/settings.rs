@@ -169,8 +169,8 @@ pub fn register(preloading: bool) {
     );
     GucRegistry::define_enum_guc(
         c"idgen.unverified_worker_id",
-        c"Whether a fixed worker id that the registry has not confirmed since start-up issues ids.",
-        c"refuse (the default): snowflake_next() waits for the registry to confirm the id once; issue: it issues, with a WARNING at each failed attempt.",
+        c"Whether a fixed worker id issues ids while the registry does not confirm it: before its first claim succeeds, and after its lease ends unrenewed.",
+        c"refuse (the default): the lease is the right to issue, as with auto: snowflake_next() waits for the registry to confirm the id, and stops at the end of a lease it could not renew, so that the id may go to another server then. issue: it issues regardless, with a WARNING at each failed attempt, and its lease never goes to another server unless the registry's owner frees it.",
         &UNVERIFIED,
         GucContext::Postmaster,
         GucFlags::default(),

@@ -9,7 +9,7 @@
 use crate::pg::errors::{self, error};
 use crate::pg::horizon_store::{self, HORIZON_FILE};
 use crate::pg::registry::{self, Permit};
-use crate::pg::{settings, shared};
+use crate::pg::{clock, settings, shared};
 use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
 use idgen_core::layout::{Fields, Layout};
 use idgen_core::lease::{Mode, Refusal, Standing};
@@ -133,7 +133,7 @@ fn raise_lease_ended(permit: &Permit, view: &registry::View) -> ! {
     error(errors::NOT_IN_PREREQUISITE_STATE, format!(
         "snowflake_next() refuses to run: the lease of worker id {} ended at {}",
         permit.worker_id, timestamp_of_unix_ms(permit.fence_ms)))
-        .detail(format!("With idgen.worker_id = auto, the lease is the right to issue: once it ends, the registry may give the worker id to another server, so no id comes from a millisecond at or after its end. {why}"))
+        .detail(format!("The lease is the right to issue (with idgen.worker_id = auto, and with a fixed id unless idgen.unverified_worker_id = issue): once it ends, the registry may give the worker id to another server, so no id comes from a millisecond at or after its end. {why}"))
         .hint("Ids resume as soon as the registry renews the lease. Check the registry server and idgen.registry; idgen_lease_status() shows the lease.")
         .raise()
 }
@@ -153,12 +153,18 @@ fn raise_refused(mode: Mode, view: &registry::View) -> ! {
     );
     let e = error(errors::NOT_IN_PREREQUISITE_STATE, message);
     match refusal {
+        // Past its end by more than the clocks may differ: a lease the registry keeps unfenced.
+        Refusal::Conflict { other_lease_ends_ms, .. }
+            if other_lease_ends_ms.saturating_add(settings::max_clock_skew_ms()) < clock::now_unix_ms() => e
+            .detail(format!("Its lease ended at {}, unfenced: that server issues without the registry (idgen.unverified_worker_id = issue), so the end of its lease does not show that it stopped. Two servers with one worker id can issue the same ids.", timestamp_of_unix_ms(*other_lease_ends_ms)))
+            .hint("If that server is gone for good, the registry's owner frees its id (SELECT idgen_registry.free(worker_id)), and this server then takes it. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it.")
+            .raise(),
         Refusal::Conflict { other_lease_ends_ms, .. } => e
             .detail(format!("Its lease ends at {}. Two servers with one worker id can issue the same ids; the registry (idgen.registry) holds a live lease of it for the other server.", timestamp_of_unix_ms(*other_lease_ends_ms)))
             .hint("Where the other is another run of this server that has stopped (a start after a crash), nothing is needed: this server keeps asking and issues ids once that lease ends. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it; the view idgen_registry.holders in the registry shows the ids in use.")
             .raise(),
         Refusal::Exhausted => e
-            .detail(format!("With idgen.worker_id = auto, each server leases one of the {} worker ids of layout {}. An automatic lease that nobody renews is free once it ends; an id once held as a fixed worker id is never given to an automatic claim, as its server may still be issuing, until the registry's owner frees it.", registry::worker_ids(), settings::layout()))
+            .detail(format!("With idgen.worker_id = auto, each server leases one of the {} worker ids of layout {}. A lease that nobody renews is free once it ends, but one held by a fixed-id server under idgen.unverified_worker_id = issue: that server carries on without the registry, so its id is never given to another server until the registry's owner frees it.", registry::worker_ids(), settings::layout()))
             .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
         Refusal::OverQuota { holding, first_ends_ms, .. } => e

@@ -3,10 +3,13 @@
 //! registry and publishes what this module decides.
 //!
 //! The rules, for a holder whose clock is at most `skew` ms off the registry's:
-//! - **Fencing** (automatic ids): a server issues no id from a millisecond at or after the time it
-//!   *sent* its last successful claim plus the lease length, by its own clock. The registry ends
-//!   the lease `lease` ms after it *received* that claim, by its clock; so the fence is at most
-//!   `skew` past the registry's end.
+//! - **Fencing** (automatic ids, and fixed ids unless `idgen.unverified_worker_id = issue`): a
+//!   server issues no id from a millisecond at or after the time it *sent* its last successful
+//!   claim plus the lease length, by its own clock. The registry ends the lease `lease` ms after
+//!   it *received* that claim, by its clock; so the fence is at most `skew` past the registry's
+//!   end, and a fenced lease nobody renews is free to reuse once it ends, whatever kind of id
+//!   it was. An unfenced lease (a fixed id that issues without the registry) never is: its
+//!   holder may still be issuing.
 //! - **Reuse**: a server that takes an id over resumes strictly after the later of the highest
 //!   horizon any holder of the id recorded and the old lease's end plus `skew`; every id the old
 //!   holder issued is below both, or below its fence.
@@ -21,6 +24,43 @@ pub enum Mode {
     Fixed(u16),
     /// `idgen.worker_id = auto`: the registry hands one out, and the lease is the right to issue.
     Auto,
+}
+
+/// A server's terms with the registry: `idgen.worker_id`, and whether a fixed id issues while
+/// the registry does not confirm it (`idgen.unverified_worker_id = issue`; automatic ids never
+/// do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub mode: Mode,
+    pub issue_unconfirmed: bool,
+}
+
+impl Policy {
+    /// Is the lease the right to issue, so that the server stops at its end unless renewed?
+    /// Every lease is, but a fixed id's under `issue`: that server carries on without the
+    /// registry, so its lease, once ended, says nothing about whether it still issues.
+    pub fn fenced(&self) -> bool {
+        match self.mode {
+            Mode::Auto => true,
+            Mode::Fixed(_) => !self.issue_unconfirmed,
+        }
+    }
+
+    /// The fence a claim sent at `sent_ms` sets if it succeeds: no id from this millisecond
+    /// (this server's clock) unless a renewal succeeds first. None: not fenced.
+    pub fn fence_ms(&self, sent_ms: u64, lease_ms: u64) -> Option<u64> {
+        self.fenced().then(|| sent_ms.saturating_add(lease_ms))
+    }
+}
+
+/// A mode alone: with the default `idgen.unverified_worker_id` (refuse), every lease is fenced.
+impl From<Mode> for Policy {
+    fn from(mode: Mode) -> Self {
+        Policy {
+            mode,
+            issue_unconfirmed: false,
+        }
+    }
 }
 
 /// Parses `idgen.worker_id`: `auto`, or a whole number 0-65535 (the widest worker field a
@@ -179,13 +219,16 @@ pub struct Decision {
 /// The lease protocol's state machine: `before` is the run's standing, `answer` the registry's
 /// reply to a claim sent at `sent_ms` (by this server's clock) for `lease_ms`.
 pub fn decide(
-    mode: Mode,
+    policy: impl Into<Policy>,
     before: &Standing,
     answer: Answer,
     sent_ms: u64,
     lease_ms: u64,
     skew_ms: u64,
 ) -> Decision {
+    let policy = policy.into();
+    let mode = policy.mode;
+    let fence_ms = policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX);
     let refuse = |r| Decision {
         standing: Standing::Refused(r),
         resume_after_ms: 0,
@@ -202,7 +245,7 @@ pub fn decide(
                 Decision {
                     standing: Standing::Holding {
                         worker_id: id,
-                        fence_ms: u64::MAX,
+                        fence_ms,
                     },
                     resume_after_ms: 0,
                 }
@@ -253,10 +296,6 @@ pub fn decide(
                     return refuse(Refusal::Lost { worker_id: id });
                 }
             }
-            let fence_ms = match mode {
-                Mode::Fixed(_) => u64::MAX,
-                Mode::Auto => sent_ms.saturating_add(lease_ms),
-            };
             Decision {
                 standing: Standing::Holding {
                     worker_id: grant.worker_id,
@@ -301,8 +340,8 @@ pub fn decide(
 }
 
 /// The registry could not be asked (unreachable, misconfigured): what the run does meanwhile.
-/// Automatic ids keep their fence (they stop at the lease's end); a verified fixed id carries
-/// on; a fixed id never verified issues only if `issue_unverified`.
+/// A held lease keeps its fence (fenced ids stop at the lease's end; a fixed id under `issue`
+/// has none and carries on); a fixed id never verified issues only if `issue_unverified`.
 pub fn decide_unanswered(mode: Mode, before: &Standing, issue_unverified: bool) -> Standing {
     match before {
         Standing::Holding { .. } | Standing::Refused(_) | Standing::Unverified => before.clone(),
@@ -378,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn an_automatic_id_is_fenced_at_the_send_time_plus_the_lease() {
+    fn a_lease_is_fenced_at_the_send_time_plus_the_lease_unless_a_fixed_id_issues_unconfirmed() {
         let d = decide(
             Mode::Auto,
             &Standing::Pending,
@@ -395,6 +434,8 @@ mod tests {
             }
         );
         assert_eq!(d.resume_after_ms, 0);
+        // A fixed id is fenced as an automatic one is (the default, refuse): its lease, once
+        // ended, may go to another server.
         let fixed = decide(
             Mode::Fixed(7),
             &Standing::Pending,
@@ -407,8 +448,46 @@ mod tests {
             fixed.standing,
             Standing::Holding {
                 worker_id: 7,
+                fence_ms: 31_000
+            }
+        );
+        // Under idgen.unverified_worker_id = issue it carries on without the registry: no fence,
+        // and the claim says so (its lease never goes to another server by itself).
+        let unconfirmed = Policy {
+            mode: Mode::Fixed(7),
+            issue_unconfirmed: true,
+        };
+        let fixed = decide(
+            unconfirmed,
+            &Standing::Pending,
+            grant(7, How::Claimed, 0, 0),
+            1_000,
+            30_000,
+            500,
+        );
+        assert_eq!(
+            fixed.standing,
+            Standing::Holding {
+                worker_id: 7,
                 fence_ms: u64::MAX
             }
+        );
+        assert_eq!(unconfirmed.fence_ms(1_000, 30_000), None);
+        assert_eq!(
+            Policy::from(Mode::Fixed(7)).fence_ms(1_000, 30_000),
+            Some(31_000)
+        );
+        assert_eq!(
+            Policy::from(Mode::Auto).fence_ms(1_000, 30_000),
+            Some(31_000)
+        );
+        let auto_told_to_issue = Policy {
+            mode: Mode::Auto,
+            issue_unconfirmed: true,
+        };
+        assert!(
+            auto_told_to_issue.fenced(),
+            "an automatic id is always fenced"
         );
     }
 
@@ -530,15 +609,13 @@ mod tests {
 
     #[test]
     fn an_unverified_fixed_id_is_confirmed_by_a_first_claim_or_refused_on_a_clash() {
+        // Only idgen.unverified_worker_id = issue issues unverified, and it stays unfenced.
+        let issue = Policy {
+            mode: Mode::Fixed(4),
+            issue_unconfirmed: true,
+        };
         for how in [How::Claimed, How::Held] {
-            let d = decide(
-                Mode::Fixed(4),
-                &Standing::Unverified,
-                grant(4, how, 0, 0),
-                1,
-                30,
-                5,
-            );
+            let d = decide(issue, &Standing::Unverified, grant(4, how, 0, 0), 1, 30, 5);
             assert_eq!(
                 d.standing,
                 Standing::Holding {
@@ -556,13 +633,13 @@ mod tests {
             other: "b".into(),
             other_lease_ends_ms: 9,
         };
-        let d = decide(Mode::Fixed(4), &Standing::Unverified, other, 1, 30, 5);
+        let d = decide(issue, &Standing::Unverified, other, 1, 30, 5);
         assert!(
             matches!(d.standing, Standing::Refused(Refusal::Conflict { .. })),
             "{d:?}"
         );
         let d = decide(
-            Mode::Fixed(4),
+            issue,
             &Standing::Unverified,
             grant(4, How::TakenOver, 0, 1),
             1,
@@ -697,11 +774,13 @@ mod tests {
     }
 
     proptest! {
-        /// Two holders of one id in turn, clocks off the registry's by at most `skew` each way:
-        /// every id millisecond the first could issue (below its fence) is below every one the
-        /// second may issue (after its floor).
+        /// Two holders of one id in turn, clocks off the registry's by at most `skew` each way,
+        /// the first with an automatic or a (fenced) fixed id: every id millisecond the first
+        /// could issue (below its fence) is below every one the second may issue (after its
+        /// floor).
         #[test]
         fn a_reused_id_never_overlaps_its_last_holder(
+            first_fixed in any::<bool>(),
             lease in 1_000u64..100_000,
             skew in 0u64..5_000,
             offset_a in -5_000i64..5_000,
@@ -716,8 +795,10 @@ mod tests {
             // A sends its last renewal at registry time `registry_send`; the registry receives
             // it `delay` later and ends the lease `lease` after that.
             let a_sent = registry_send.checked_add_signed(offset_a).unwrap();
-            let a = decide(Mode::Auto, &Standing::Pending, grant(9, How::Claimed, 0, 0), a_sent, lease, skew);
+            let mode = if first_fixed { Mode::Fixed(9) } else { Mode::Auto };
+            let a = decide(mode, &Standing::Pending, grant(9, How::Claimed, 0, 0), a_sent, lease, skew);
             let Standing::Holding { fence_ms, .. } = a.standing else { panic!("{a:?}") };
+            prop_assert!(fence_ms < u64::MAX, "{mode:?} is not fenced");
             let registry_end = registry_send + delay + lease;
             // Everything A issued is below its fence; its last recorded horizon is older.
             let last_issued = fence_ms - 1;
