@@ -431,13 +431,17 @@ class Server:
         return self.q(sql, timeout_s)[0][0]
 
     def wait_for_connections(self, timeout=60):
+        """Until the server answers; past the timeout, an error with what its processes were doing
+        (CI once saw a postmaster under libfaketime log "reinitializing" after a killed backend and
+        then nothing for 55 s: the wait channels say where the next one stands)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 return self.one("SELECT 1")
-            except Exception:
+            except Exception as e:
                 if time.monotonic() > deadline:
-                    raise
+                    raise RuntimeError(f"{self.name} accepted no connection within {timeout} s ({e})"
+                                       f"{self.evidence()}") from e
                 time.sleep(0.2)
 
     def cleanup(self):
