@@ -23,6 +23,7 @@ SCHEMA = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
 LEASE = "3s"
 SKEW = "500ms"
 NOT_IN_PREREQUISITE_STATE = "55000"
+NOW_MS = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"  # the registry's clock, Unix ms
 
 
 def install_registry(reg, db="registry", layout=None, expect_error=None):
@@ -285,7 +286,8 @@ def test_an_unfenced_fixed_ids_lease_goes_to_no_other_server_but_its_own_next_ru
     other = member(cluster_factory, "other", registry, worker_id=1023)
     e = wait_until("the other's refusal", lambda: _refusal(other), timeout=20)
     assert "unfenced" in e.diag.message_primary and "idgen_registry.free(1023)" in e.diag.message_primary, e
-    assert "does not show that it stopped" in e.diag.message_detail, e.diag.message_detail
+    assert "still kept the id for that server" in e.diag.message_detail, e.diag.message_detail
+    assert "does not show that it stopped" in e.diag.message_hint, e.diag.message_hint
     fixed.start()
     assert {worker_of(i) for i in first_ids(fixed, 10)} == {1023}
     assert status(fixed)["registry"] == "holding"
@@ -297,11 +299,9 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
     fence, the highest any earlier holder reported (with the last holder's alone, C resumed
     below ids A may have issued). Why that is enough, for any clocks: the property test
     a_third_holder_resumes_above_a_fast_clocked_first_one in src/core/src/lease.rs."""
-    now = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-
     def claim(role, holder, fence_ahead_ms):
         return registry.q(f"SELECT outcome, predecessor_fence_ms, predecessor_ends_ms FROM idgen_registry.claim("
-                          f"'{holder}', '1', '{role}', 7, 1000, 0, {now} + {fence_ahead_ms})",
+                          f"'{holder}', '1', '{role}', 7, 1000, 0, {NOW_MS} + {fence_ahead_ms})",
                           db="registry", user=role)[0]
 
     def take_over(role, holder, fence_ahead_ms):
@@ -372,7 +372,7 @@ def test_a_member_holding_a_claim_open_or_reaching_for_a_live_lease_blocks_no_on
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', NULL, 3000, 0, NULL)")
+            cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', NULL, 3000, 0, {NOW_MS} + 3000)")
             assert cur.fetchone() == ("claimed",)
             cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', {a_id}, 3000, 0, NULL)")
             assert cur.fetchone() == ("conflict",)
@@ -407,6 +407,58 @@ def test_a_member_that_claims_every_id_gets_its_quota_and_no_more(cluster_factor
     allow(registry, "greedy", 3)
     # the first one's lease renewed (held), two more
     assert registry.q(claims, db="registry", user="greedy") == [("claimed", 2), ("held", 1), ("over_quota", 1019)]
+
+
+def test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its_quota_and_no_more(
+        cluster_factory, registry):
+    """An unfenced lease (a fixed id whose server issues without the registry) goes to no other
+    server until the owner frees it, ended or released. A member that claims fixed ids unfenced
+    and releases each at once, to claim the next, would keep every id for good: such leases count
+    towards the role's quota until the owner frees them, so it gets one, and an honest server
+    still gets an id. An automatic claim must give its fence."""
+    # ids 0-999 leased for ever to a made-up holder: the member reaches for the 24 left
+    registry.q("UPDATE idgen_registry.lease SET holder = '1', holder_name = 'filler', holder_role = 'postgres',"
+               " lease_ends_ms = 9e15, claimed_at = now(), renewed_at = now() WHERE worker_id < 1000", db="registry")
+    fleet_role(registry, "hoarder")
+    conn = registry.connect(db="registry", user="hoarder")
+    outcomes = {}
+    try:
+        with conn.cursor() as cur:
+            for g in range(1000, 1024):
+                cur.execute("SELECT outcome FROM idgen_registry.claim(%s, '1', 'hoarder', %s, 1000, 0, NULL)",
+                            (str(2000 + g), g))
+                outcome = cur.fetchone()[0]
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                cur.execute("SELECT idgen_registry.release(%s, '1', 0)", (str(2000 + g),))
+    finally:
+        conn.close()
+    assert outcomes == {"claimed": 1, "over_quota": 23}, outcomes
+    kept = registry.one("SELECT count(*) FROM idgen_registry.lease WHERE holder_role = 'hoarder'", db="registry")
+    assert kept == 1
+    honest = member(cluster_factory, "honest", registry)
+    assert {worker_of(i) for i in first_ids(honest, 10, timeout=20)} <= set(range(1001, 1024))
+    e = registry.error("SELECT idgen_registry.claim('4000', '1', 'hoarder', NULL, 1000, 0, NULL)",
+                       db="registry", user="hoarder")
+    assert e.pgcode == "22023" and "must give its fence" in e.diag.message_primary, e
+
+
+def test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_it_was_freed(registry):
+    """A fixed id under idgen.unverified_worker_id = issue may issue long past its lease's end, cut
+    off from the registry: the owner frees it once that server has stopped, and whoever takes the
+    id must resume after that moment (plus its own idgen.max_clock_skew), not after the lease's
+    old end, which says nothing of the ids it issued since."""
+    for role in ("cut_off", "next_one"):
+        fleet_role(registry, role)
+    first = registry.q("SELECT outcome, lease_ends_ms FROM idgen_registry.claim('201', '1', 'cut_off', 7, 1000, 0,"
+                       " NULL)", db="registry", user="cut_off")[0]
+    assert first[0] == "claimed"
+    time.sleep(2.5)  # its lease ends; the server, unfenced, issues on
+    freed_at = registry.one(f"SELECT {NOW_MS}", db="registry")
+    registry.q("SELECT idgen_registry.free(7)", db="registry")
+    outcome, ends_seen = registry.q(f"SELECT outcome, predecessor_ends_ms FROM idgen_registry.claim('202', '1',"
+                                    f" 'next_one', 7, 1000, 0, {NOW_MS} + 1000)", db="registry", user="next_one")[0]
+    assert outcome == "taken_over"
+    assert ends_seen >= freed_at - 1 > first[1] + 1000, (ends_seen, freed_at, first[1])
 
 
 def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
@@ -667,7 +719,7 @@ def test_a_clone_of_an_auto_server_started_beside_it_never_shares_its_worker_id(
     clone.start()
     if quota == 1:
         e = wait_until("the clone's refusal", lambda: _refusal(clone), timeout=20)
-        assert "registry role holds 1 live lease already, all its quota allows (1)" in e.diag.message_primary, e
+        assert "registry role holds 1 lease already, all its quota allows (1)" in e.diag.message_primary, e
         assert "original@" in e.diag.message_detail and f"(worker id {theirs})" in e.diag.message_detail, e
         assert "idgen_registry.quota" in e.diag.message_hint
         assert status(clone)["registry"] == "over quota"

@@ -109,6 +109,27 @@ MUTANTS = [
         ("pg_test/test_registry.py::test_an_unfenced_fixed_ids_lease_goes_to_no_other_server_but_its_own_next_run",),
     ),
     Mutant(
+        "unfenced-leases-uncounted",
+        "a role holds no more leases than its quota, counting its unfenced ones until the owner frees "
+        "them, so no member can keep every id by claiming and releasing unfenced leases",
+        "sql/registry/idgen_registry.sql",
+        "       AND ((l.holder_run IS NOT NULL AND l.lease_ends_ms >= now_ms) OR l.fence_ms IS NULL)",
+        "       AND ((l.holder_run IS NOT NULL AND l.lease_ends_ms >= now_ms))",
+        ("pg_test/test_registry.py::"
+         "test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its_quota_and_no_more",),
+    ),
+    Mutant(
+        "free-keeps-an-old-end",
+        "an id the owner frees is resumed above the moment it was freed, whatever an unfenced server "
+        "issued after its lease had ended",
+        "sql/registry/idgen_registry.sql",
+        "       SET holder_run = NULL, lease_ends_ms = now_ms - 1,\n           fence_ms = coalesce(l.fence_ms, 0)",
+        "       SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),\n"
+        "           fence_ms = coalesce(l.fence_ms, 0)",
+        ("pg_test/test_registry.py::"
+         "test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_it_was_freed",),
+    ),
+    Mutant(
         "reuse-floor-ignored",
         "a reused worker id resumes above everything its earlier holders issued",
         "src/pg/registry.rs",

@@ -129,8 +129,9 @@ REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
 INSERT INTO idgen_registry.lease (worker_id)
 SELECT g FROM idgen_registry.layout, pg_catalog.generate_series(0, (1 << worker_bits) - 1) AS g;
 
--- How many live leases each registry role may hold at once (the servers that connect as it):
--- one where the role has no row. The owner sets more, e.g. 2 for the role an HA pair shares,
+-- How many leases each registry role may hold at once (the servers that connect as it): its
+-- live ones, and its unfenced ones until the owner frees them, ended or not, since those keep
+-- their ids from every other server; one where the role has no row. The owner sets more, e.g. 2 for the role an HA pair shares,
 -- so that a standby promoted after its primary crashed need not wait for the primary's lease:
 --   INSERT INTO idgen_registry.quota VALUES ('idgen_pair', 2)
 --       ON CONFLICT (role) DO UPDATE SET max_ids = excluded.max_ids;
@@ -171,6 +172,9 @@ AS $conflict$
             || CASE WHEN row_.holder = p_holder AND row_.holder_role = who
                THEN ', another run of this server: a copy of it started beside it, a promoted standby '
                     'beside its primary, or the run before a crash, whose lease has not ended'
+               WHEN row_.holder = p_holder
+               THEN ', this server''s system identifier under another registry role: the id stays that '
+                    'role''s, ended or not: connect as that role to take it back'
                WHEN row_.fence_ms IS NULL AND row_.lease_ends_ms < now_ms
                THEN ', unfenced: it runs with idgen.unverified_worker_id = issue and may still be issuing '
                     'although its lease has ended; the registry''s owner frees the id once that server is gone '
@@ -195,9 +199,10 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 --           'taken_over'  an id another server held, whose lease has ended or was released
 --           'conflict'    p_worker_id is held by another run (other_*), or by this holder
 --                         through another registry role
---           'over_quota'  the caller's registry role holds role_leases live leases already, its
---                         role_quota (idgen_registry.quota); other_holder_name lists them and
---                         other_lease_ends_ms is when the first ends
+--           'over_quota'  the caller's registry role holds role_leases leases already (live, or
+--                         unfenced and not freed), its role_quota (idgen_registry.quota);
+--                         other_holder_name lists them and other_lease_ends_ms is when the
+--                         first fenced one ends (NULL: none is fenced)
 --           'exhausted'   no id is free (auto only)
 --           'wrong_layout' p_layout is not the layout this registry serves (other_holder_name)
 --   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
@@ -257,6 +262,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Check the clock of the server that claims (NTP).';
     END IF;
+    -- An automatic id is always fenced: an unfenced lease is kept from every other server until
+    -- the owner frees it, which is for a fixed id that its server issues on without the registry.
+    IF p_worker_id IS NULL AND p_fence_ms IS NULL THEN
+        RAISE EXCEPTION 'an automatic claim (no worker id) must give its fence'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Only a fixed id may be leased unfenced (p_fence_ms NULL).';
+    END IF;
     IF p_worker_id IS NOT NULL AND p_worker_id NOT BETWEEN 0 AND (1 << served.worker_bits) - 1 THEN
         RAISE EXCEPTION 'worker id % is out of range 0..% of layout %', p_worker_id,
             (1 << served.worker_bits) - 1, served.layout
@@ -294,16 +306,23 @@ BEGIN
         END IF;
     END IF;
 
-    -- 3. A new lease: at most the role's quota of live leases. The role's quota row is locked
-    -- until the caller commits: one role's claims of new ids wait for each other (lock_timeout),
-    -- never for another role's.
+    -- 3. A new lease: at most the role's quota of leases that keep an id from others: live ones,
+    -- and unfenced ones, ended, released or not, until the owner frees them (else a member could
+    -- claim and release unfenced leases one after another and keep every id for good); the id
+    -- asked for is not counted, as this claim would replace that lease. The role's quota row is
+    -- locked until the caller commits: one role's claims of new ids wait for each other
+    -- (lock_timeout), never for another role's.
     INSERT INTO idgen_registry.quota AS q (role) VALUES (who) ON CONFLICT (role) DO NOTHING;
     SELECT q.max_ids INTO allowed FROM idgen_registry.quota AS q WHERE q.role = who FOR UPDATE;
-    SELECT count(*), min(l.lease_ends_ms),
-           pg_catalog.string_agg(l.holder_name || ' (worker id ' || l.worker_id || ')', ', ' ORDER BY l.worker_id)
+    SELECT count(*), min(l.lease_ends_ms) FILTER (WHERE l.fence_ms IS NOT NULL),
+           pg_catalog.string_agg(l.holder_name || ' (worker id ' || l.worker_id
+               || CASE WHEN l.fence_ms IS NULL THEN ', unfenced: kept until the registry''s owner frees it'
+                       ELSE '' END || ')', ', ' ORDER BY l.worker_id)
       INTO held, first_end, holding
       FROM idgen_registry.lease AS l
-     WHERE l.holder_role = who AND l.holder_run IS NOT NULL AND l.lease_ends_ms >= now_ms;
+     WHERE l.holder_role = who AND l.holder IS NOT NULL
+       AND ((l.holder_run IS NOT NULL AND l.lease_ends_ms >= now_ms) OR l.fence_ms IS NULL)
+       AND l.worker_id IS DISTINCT FROM p_worker_id;
     IF held >= allowed THEN
         RETURN QUERY SELECT 'over_quota'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::bigint, holding, first_end, now_ms, held, allowed;
@@ -425,7 +444,7 @@ DECLARE
     freed text;
 BEGIN
     UPDATE idgen_registry.lease AS l
-       SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),
+       SET holder_run = NULL, lease_ends_ms = now_ms - 1,
            fence_ms = coalesce(l.fence_ms, 0), renewed_at = pg_catalog.now()
      WHERE l.worker_id = p_worker_id AND l.holder IS NOT NULL
     RETURNING l.holder_name || ' (system identifier ' || l.holder || ', registry role ' || l.holder_role || ')'

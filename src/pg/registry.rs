@@ -39,7 +39,8 @@ pub struct Info {
     last_renewal_ms: u64,
     failing: bool,
     other_lease_ends_ms: u64,
-    /// Over the role's quota: how many live leases the role holds, and how many it may.
+    /// Over the role's quota: how many leases the role holds (live, or unfenced and not freed),
+    /// and how many it may.
     quota_held: u32,
     quota_max: u32,
     /// The other holder (a conflict), the role's leases (over its quota), else the registry's
@@ -576,7 +577,7 @@ pub fn refusal_text(refusal: &Refusal) -> String {
         }
         Refusal::NeverVerified => "the registry has not confirmed this server's worker id".into(),
         Refusal::OverQuota { held, quota, .. } => format!(
-            "this server's registry role holds {held} live lease{} already, all its quota allows ({quota})",
+            "this server's registry role holds {held} lease{} already, all its quota allows ({quota})",
             if *held == 1 { "" } else { "s" }
         ),
     }

@@ -153,11 +153,13 @@ fn raise_refused(mode: Mode, view: &registry::View) -> ! {
     );
     let e = error(errors::NOT_IN_PREREQUISITE_STATE, message);
     match refusal {
-        // Past its end by more than the clocks may differ: a lease the registry keeps unfenced.
+        // Past its end by more than the clocks may differ: the registry keeps the id for that
+        // server for a reason the message gives (an unfenced lease, or this server's system
+        // identifier under another registry role); this side cannot tell which.
         Refusal::Conflict { other_lease_ends_ms, .. }
             if other_lease_ends_ms.saturating_add(settings::max_clock_skew_ms()) < clock::now_unix_ms() => e
-            .detail(format!("Its lease ended at {}, unfenced: that server issues without the registry (idgen.unverified_worker_id = issue), so the end of its lease does not show that it stopped. Two servers with one worker id can issue the same ids.", timestamp_of_unix_ms(*other_lease_ends_ms)))
-            .hint("If that server is gone for good, the registry's owner frees its id (SELECT idgen_registry.free(worker_id)), and this server then takes it. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it.")
+            .detail(format!("Its lease ended at {}, and at its last answer the registry still kept the id for that server, for the reason given above. Two servers with one worker id can issue the same ids.", timestamp_of_unix_ms(*other_lease_ends_ms)))
+            .hint("The view idgen_registry.holders in the registry shows the lease. An unfenced lease (a server under idgen.unverified_worker_id = issue, whose lease's end does not show that it stopped) is the registry owner's to free once that server is gone for good: SELECT idgen_registry.free(worker_id), and this server then takes it. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it.")
             .raise(),
         Refusal::Conflict { other_lease_ends_ms, .. } => e
             .detail(format!("Its lease ends at {}. Two servers with one worker id can issue the same ids; the registry (idgen.registry) holds a live lease of it for the other server.", timestamp_of_unix_ms(*other_lease_ends_ms)))
@@ -167,10 +169,16 @@ fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .detail(format!("With idgen.worker_id = auto, each server leases one of the {} worker ids of layout {}. A lease that nobody renews is free once it ends, but one held by a fixed-id server under idgen.unverified_worker_id = issue: that server carries on without the registry, so its id is never given to another server until the registry's owner frees it.", registry::worker_ids(), settings::layout()))
             .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
-        Refusal::OverQuota { holding, first_ends_ms, .. } => e
-            .detail(format!("Its live leases: {holding}; the first ends at {}. The registry's owner allows each registry role a number of live leases at once (one unless idgen_registry.quota says more), so that no member can take the ids the others need.", timestamp_of_unix_ms(*first_ends_ms)))
+        Refusal::OverQuota { holding, first_ends_ms, .. } => {
+            let ends = if *first_ends_ms == 0 {
+                "none of them ends by itself".to_string()
+            } else {
+                format!("the first fenced one ends at {}", timestamp_of_unix_ms(*first_ends_ms))
+            };
+            e.detail(format!("Its leases: {holding}; {ends}. The registry's owner allows each registry role a number of leases at once (one unless idgen_registry.quota says more), so that no member can take the ids the others need: its live leases, and its unfenced ones (fixed ids under idgen.unverified_worker_id = issue), ended or not, until the owner frees them."))
             .hint("Give this server a registry role of its own, or, where one role is meant to hold more (an HA pair, whose promoted standby takes an id while its crashed primary's lease runs out), have the registry's owner raise it in idgen_registry.quota. This server keeps asking, and issues ids once the role holds fewer.")
-            .raise(),
+            .raise()
+        }
         Refusal::Lost { .. } => e
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
             .hint("Restart this server: it claims a worker id again (with auto, a free one).")

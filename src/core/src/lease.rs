@@ -112,9 +112,9 @@ pub enum Answer {
     Exhausted,
     /// The registry serves another layout (named here): its worker ids are not this server's.
     WrongLayout { registry_layout: String },
-    /// The registry role this server connects as holds `held` live leases, all its quota
-    /// allows: `holding` names them, and the first ends at `first_ends_ms` (the registry's
-    /// clock).
+    /// The registry role this server connects as holds `held` leases (live, or unfenced and not
+    /// freed), all its quota allows: `holding` names them, and the first fenced one ends at
+    /// `first_ends_ms` (the registry's clock; 0: none is fenced).
     OverQuota {
         held: u32,
         quota: u32,
@@ -191,7 +191,7 @@ pub enum Refusal {
     },
     /// No id is free.
     Exhausted,
-    /// This server's registry role holds all the live leases its quota allows.
+    /// This server's registry role holds all the leases its quota allows.
     OverQuota {
         held: u32,
         quota: u32,
