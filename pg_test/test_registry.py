@@ -41,10 +41,11 @@ def install_registry(reg, db="registry", layout=None, expect_error=None):
         assert done.returncode == 0, done.stderr
 
 
-def fill_all_but_the_last(reg):
-    """Ids 0-1022 leased for ever to a made-up holder: only 1023 is left."""
+def fill_all_but_the_last(reg, left=1):
+    """Ids below 1024 - left leased for ever to a made-up holder: only the last `left` are free."""
     reg.q("UPDATE idgen_registry.lease SET holder = '1', holder_name = 'filler', holder_role = 'postgres',"
-          " lease_ends_ms = 9e15, claimed_at = now(), renewed_at = now() WHERE worker_id < 1023", db="registry")
+          f" lease_ends_ms = 9e15, claimed_at = now(), renewed_at = now() WHERE worker_id < {1024 - left}",
+          db="registry")
 
 
 def fleet_role(reg, name, db="registry"):
@@ -416,9 +417,7 @@ def test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its
     and releases each at once, to claim the next, would keep every id for good: such leases count
     towards the role's quota until the owner frees them, so it gets one, and an honest server
     still gets an id. An automatic claim must give its fence."""
-    # ids 0-999 leased for ever to a made-up holder: the member reaches for the 24 left
-    registry.q("UPDATE idgen_registry.lease SET holder = '1', holder_name = 'filler', holder_role = 'postgres',"
-               " lease_ends_ms = 9e15, claimed_at = now(), renewed_at = now() WHERE worker_id < 1000", db="registry")
+    fill_all_but_the_last(registry, left=24)  # the member reaches for ids 1000-1023
     fleet_role(registry, "hoarder")
     conn = registry.connect(db="registry", user="hoarder")
     outcomes = {}
@@ -459,6 +458,25 @@ def test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_i
                                     f" 'next_one', 7, 1000, 0, {NOW_MS} + 1000)", db="registry", user="next_one")[0]
     assert outcome == "taken_over"
     assert ends_seen >= freed_at - 1 > first[1] + 1000, (ends_seen, freed_at, first[1])
+
+
+def test_a_servers_id_under_another_registry_role_stays_that_roles_and_the_refusal_says_so(registry):
+    """A lease is its registry role's: the same system identifier claiming through another role
+    is refused, even once the lease has ended, and the refusal says why and what takes it back
+    (not free(), which leaves the id that role's)."""
+    for role in ("first_role", "second_role"):
+        fleet_role(registry, role)
+
+    def claim(role):
+        return registry.q(f"SELECT outcome, other_holder_name FROM idgen_registry.claim('301', '1', 'db', 8, 1000, 0,"
+                          f" {NOW_MS} + 1000)", db="registry", user=role)[0]
+
+    assert claim("first_role")[0] == "claimed"
+    time.sleep(1.5)  # the lease ends
+    outcome, other = claim("second_role")
+    assert outcome == "conflict", (outcome, other)
+    assert "registry role first_role, this server's system identifier under another registry role" in other, other
+    assert "connect as that role to take it back" in other and "free(" not in other, other
 
 
 def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
@@ -818,7 +836,7 @@ def test_a_clean_restart_takes_its_fixed_id_back_at_once_and_a_crash_restart_wai
     e = wait_until("the refusal after the crash", lambda: _refusal(c), timeout=20)
     assert "another run of this server" in e.diag.message_primary, e.diag.message_primary
     got = first_ids(c, 1000, timeout=40)
-    registry_now = registry.one("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint", db="registry")
+    registry_now = registry.one(f"SELECT {NOW_MS}", db="registry")
     assert registry_now > ends, "ids came before the old run's lease ended"
     assert min(got) > c.one("SELECT max(id) FROM t")
 

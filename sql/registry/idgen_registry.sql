@@ -131,8 +131,9 @@ SELECT g FROM idgen_registry.layout, pg_catalog.generate_series(0, (1 << worker_
 
 -- How many leases each registry role may hold at once (the servers that connect as it): its
 -- live ones, and its unfenced ones until the owner frees them, ended or not, since those keep
--- their ids from every other server; one where the role has no row. The owner sets more, e.g. 2 for the role an HA pair shares,
--- so that a standby promoted after its primary crashed need not wait for the primary's lease:
+-- their ids from every other server; one where the role has no row. The owner sets more, e.g.
+-- 2 for the role an HA pair shares, so that a standby promoted after its primary crashed need
+-- not wait for the primary's lease:
 --   INSERT INTO idgen_registry.quota VALUES ('idgen_pair', 2)
 --       ON CONFLICT (role) DO UPDATE SET max_ids = excluded.max_ids;
 -- A claim adds the row of a role that has none (with the default); its lock is what makes one
