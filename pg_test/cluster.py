@@ -121,6 +121,17 @@ class FakeClock:
         return env
 
 
+class IdgenClock(FakeClock):
+    """A clock offset that only idgen reads (src/pg/clock.rs, in the harness's `test_clock`
+    build): the server's own clock, its postmaster's included, stays the real one. idgen
+    re-reads the file every 100 ms in each process, so set() on a running server waits 0.3 s."""
+
+    SETTLE_S = 0.3
+
+    def env(self):
+        return {"IDGEN_TEST_CLOCK_FILE": self.path}
+
+
 def library_env(bin_dir):
     """A relocatable build keeps its own libpq in its lib/, but the modules that load libpq
     into the server (the WAL receiver, dblink, postgres_fdw) look for it where the build was

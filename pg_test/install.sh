@@ -227,10 +227,14 @@ stop_cluster() {
   die "the cluster in $data (postmaster $pid) is still running a minute after a fast shutdown: stop it with kill -QUIT $pid"
 }
 
+# IDGEN_FEATURES: cargo features for the build, e.g. test_clock, which the test harness's runs set
+# (pg_test/run, pg_test/faults/run, pg_test/mutants/run); make run and the packages build without.
 install_extension() {
-  log "building and installing idgen (release) into $($PG_CONFIG --pkglibdir)"
+  local features=()
+  [ -z "${IDGEN_FEATURES:-}" ] || features=(--features "$IDGEN_FEATURES")
+  log "building and installing idgen (release${IDGEN_FEATURES:+, features: $IDGEN_FEATURES}) into $($PG_CONFIG --pkglibdir)"
   stop_running_clusters
-  (cd "$ROOT" && cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null)
+  (cd "$ROOT" && cargo pgrx install --release "${features[@]}" --pg-config "$PG_CONFIG" >/dev/null)
   chmod -R a+rX "$($PG_CONFIG --pkglibdir)" "$($PG_CONFIG --sharedir)/extension"
 }
 

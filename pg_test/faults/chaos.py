@@ -27,8 +27,10 @@ before a promoted server takes its first write), so a row found on many servers 
 
 The faults (KINDS), each logged with when it was due, began and ended: kill -9 of a client backend,
 kill -9 of a postmaster (and its children, as a machine crash leaves nothing), an immediate stop
-and restart, a clock step (libfaketime's live offset moved by -2..+2 s from where it stands; the
-registry's set within -2..+2 s, inside idgen.max_clock_skew, the registry's documented assumption),
+and restart, a clock step (the offset of idgen's clock moved by -2..+2 s from where it stands: the
+harness's test build reads it from a file, src/pg/clock.rs, so no interposed clock runs in the
+postmaster; the registry's, whose clock is its SQL now(), is libfaketime's, set within -2..+2 s,
+inside idgen.max_clock_skew, the registry's documented assumption),
 a clock set back 10 to 30 s and then the server crashed (clock_back_crash) or, on the synchronous
 standby, failed over to (clock_back_failover): steps larger than a restart or a promotion takes,
 sized to land among the ids the writer issued since its last start or the load's (BACK_SHARE), so
@@ -278,7 +280,9 @@ class Server:
     relative path at the end of postgresql.conf, so that neither pg_basebackup nor pg_rewind
     (which copy the source's configuration files) carry one server's port or role to another."""
 
-    def __init__(self, cluster_mod, base, name, own, env=None, clock=True):
+    def __init__(self, cluster_mod, base, name, own, env=None, clock="idgen"):
+        """clock: "idgen" (an offset only idgen reads: cluster.IdgenClock), "server" (libfaketime
+        under the whole server, for the registry, whose clock is its SQL now()) or None."""
         self.cluster = cluster_mod
         self.name = name
         self.base_dir = os.path.join(base, name)
@@ -290,8 +294,8 @@ class Server:
         self.port = self.cluster.free_port()
         self.own = list(own)
         self.env_vars = dict(env or {})
-        self.clock = cluster_mod.FakeClock(os.path.join(self.base_dir, "faketime-offset"), self.running) \
-            if clock else None
+        clock_class = {"idgen": cluster_mod.IdgenClock, "server": cluster_mod.FakeClock, None: None}[clock]
+        self.clock = clock_class(os.path.join(self.base_dir, "clock-offset"), self.running) if clock_class else None
         self.lock = threading.Lock()  # one restart of this server at a time
         self.started_at = time.monotonic()  # its last start (a clock step back is sized by it)
 
@@ -502,7 +506,8 @@ class Run:
 
     # -- set-up ------------------------------------------------------------------------------
     def build(self):
-        reg = Server(self.cluster, self.base, "registry", [])  # its clock steps too (within the skew)
+        # its clock steps too (within the skew): its SQL now() is the registry's clock
+        reg = Server(self.cluster, self.base, "registry", [], clock="server")
         self.servers["registry"] = reg
         reg.initdb()
         reg.write_own()
@@ -572,7 +577,7 @@ class Run:
         w3.q("CREATE EXTENSION idgen")
         w3.q(TABLE)
         sub = Server(self.cluster, self.base, "sub", ["listen_addresses = '127.0.0.1'", "max_connections = 40",
-                                                        "fsync = off", "log_min_messages = warning"], clock=False)
+                                                        "fsync = off", "log_min_messages = warning"], clock=None)
         self.servers["sub"] = sub
         sub.initdb()
         sub.write_own()

@@ -81,8 +81,9 @@ def uuid_fields(value):
 # run ahead; a UUID carries on in the last millisecond until the clock has caught up with it.
 SNOWFLAKE_CATCH_UP_MS = 2_000
 UUID_CATCH_UP_MS = 60_000
-# libfaketime reads its offset file once a second: a new offset is in every process within 2 s.
-OFFSET_SETTLES_MS = 2_000
+# idgen's test clock re-reads its offset file every 100 ms in each process (src/pg/clock.rs): a new
+# offset is in every process well within a second.
+OFFSET_SETTLES_MS = 1_000
 
 
 def offsets_around(steps, started_ms, finished_ms, catch_up_ms):

@@ -298,7 +298,8 @@ def main(argv=None):
         started = time.monotonic()
         build = run(["bash", "-c", 'source pg_test/install.sh && stop_running_clusters && cd "$1" && '
                      'CARGO_TARGET_DIR="$2" CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 '
-                     'cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null', "-", args.copy,
+                     'cargo pgrx install --release --features test_clock --pg-config "$PG_CONFIG" >/dev/null',
+                     "-", args.copy,
                      os.path.join(ROOT, "target", "mutants")], cwd=ROOT)
         if build.returncode != 0:
             rows.append((m, "the mutant did not build", None, None))
