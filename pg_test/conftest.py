@@ -7,8 +7,10 @@ postgres user; `make test` is the way in.
 Which version runs what (docs/testing.md): a test marked `version_specific(...)` with the code
 paths it exercises whose behaviour differs by server version (VERSION_PATHS) runs on every
 version; any other test runs on the default version (15) and the newest (18) only, and is
-deselected on 16 and 17. A test marked `alone` measures CPU time or a wall-clock rate, so
-pg_test/run runs it after the concurrent part, with nothing else running beside it.
+deselected on 16 and 17. So is a test marked `default_and_newest`: a long one (a random
+fault schedule, a measurement) whose paths a shorter test exercises on every version. A test
+marked `alone` measures CPU time or a wall-clock rate, so pg_test/run runs it after the
+concurrent part, with nothing else running beside it.
 """
 
 import os
@@ -49,6 +51,8 @@ VERSION_PATHS = {
 def pytest_configure(config):
     config.addinivalue_line("markers", "version_specific(*paths): runs on every server version; each path is "
                             "a key of conftest.VERSION_PATHS")
+    config.addinivalue_line("markers", "default_and_newest(reason): a long test of a version-specific path that a "
+                            "shorter test exercises on every version: runs on 15 and 18 only")
     config.addinivalue_line("markers", "alone: measures CPU time or a wall-clock rate; pg_test/run runs it with "
                             "no other test beside it")
 
@@ -64,8 +68,11 @@ def pytest_collection_modifyitems(config, items):
                                         f" ({', '.join(VERSION_PATHS)}), not {unknown or 'none'}")
     if cluster.server_major() in (DEFAULT_MAJOR, NEWEST_MAJOR):
         return
-    keep = [i for i in items if i.get_closest_marker("version_specific")]
-    dropped = [i for i in items if not i.get_closest_marker("version_specific")]
+    def every_version(item):
+        return item.get_closest_marker("version_specific") and not item.get_closest_marker("default_and_newest")
+
+    keep = [i for i in items if every_version(i)]
+    dropped = [i for i in items if not every_version(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

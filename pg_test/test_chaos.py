@@ -51,6 +51,7 @@ def test_a_short_schedule_with_a_fixed_seed_hands_out_no_id_twice(tmp_path):
     assert s["promotions"] >= 1, report
 
 
+@pytest.mark.default_and_newest("the fixed seed's schedule holds every kind of fault on every version")
 def test_a_short_schedule_with_a_random_seed_hands_out_no_id_twice(tmp_path):
     seed = random.SystemRandom().randrange(1, 2**31)
     print(f"chaos seed {seed}: replay with bash pg_test/faults/run --seconds {SHORT_S} --seed {seed}")
@@ -109,6 +110,8 @@ def test_a_failover_rewinds_the_asynchronous_standby_that_got_ahead_of_the_synch
     caught_up(run, b, a, c)
 
 
+@pytest.mark.default_and_newest("pg_rewind runs on every version in the failover test above; this one "
+                                "tests the schedule's own repair")
 def test_the_end_of_a_schedule_rewinds_a_standby_that_cannot_follow(c_ahead_of_b):
     """What CI once met at the end of a schedule: heal() must repair it and say so."""
     run, a, b, c = c_ahead_of_b

@@ -17,6 +17,8 @@ import psycopg2
 import pytest
 
 pytestmark = pytest.mark.version_specific("bgworker")
+# The tests marked with it run on 15 and 18 only (docs/testing.md).
+SQL_RULES = "the registry's rules are plain SQL on its own server; the lease worker's paths run on every version"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
@@ -205,6 +207,7 @@ def test_a_second_server_with_a_taken_fixed_id_refuses_and_names_the_first(clust
     assert status(first)["registry"] == "holding"
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_every_id_is_taken_then_the_freed_one_is_reused(cluster_factory, registry):
     """Exhaustion names the registry view; an id freed by a holder's end is taken over."""
     fill_all_but_the_last(registry)
@@ -269,6 +272,7 @@ def test_a_fixed_id_cut_off_from_the_registry_stops_at_its_lease_end_and_its_id_
     assert "gave the worker id to another server" in e.diag.message_detail, e.diag.message_detail
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_an_unfenced_fixed_ids_lease_goes_to_no_other_server_but_its_own_next_run(cluster_factory, registry):
     """A fixed-id server under idgen.unverified_worker_id = issue carries on without the registry
     and, restarted while the registry is down, issues before it is asked: its lease, ended or
@@ -326,6 +330,7 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
     assert ends_seen_by_c == b_end > a_end
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reused_above_it(cluster_factory,
                                                                                             registry):
     """A fixed-id server under idgen.unverified_worker_id = issue that is gone for good keeps its
@@ -359,6 +364,7 @@ def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reus
     assert e.pgcode == "P0002" and "never leased" in e.diag.message_primary, e
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_member_holding_a_claim_open_or_reaching_for_a_live_lease_blocks_no_one(cluster_factory, registry):
     """A member role claims an id and keeps its transaction open for three leases, after trying to
     claim a live lease of another server in it: claims lock rows, not the table, and a claim of
@@ -394,6 +400,7 @@ def test_a_member_holding_a_claim_open_or_reaching_for_a_live_lease_blocks_no_on
     assert all(status(c)["registry"] == "holding" for c in (a, b, late))
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_member_that_claims_every_id_gets_its_quota_and_no_more(cluster_factory, registry):
     """One statement claiming ids 2 to 1023 under made-up holders (the review's attack: it left
     no id for anyone, for good) gets the one live lease a role may hold; an honest server still
@@ -410,6 +417,7 @@ def test_a_member_that_claims_every_id_gets_its_quota_and_no_more(cluster_factor
     assert registry.q(claims, db="registry", user="greedy") == [("claimed", 2), ("held", 1), ("over_quota", 1019)]
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its_quota_and_no_more(
         cluster_factory, registry):
     """An unfenced lease (a fixed id whose server issues without the registry) goes to no other
@@ -441,6 +449,7 @@ def test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its
     assert e.pgcode == "22023" and "must give its fence" in e.diag.message_primary, e
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_it_was_freed(registry):
     """A fixed id under idgen.unverified_worker_id = issue may issue long past its lease's end, cut
     off from the registry: the owner frees it once that server has stopped, and whoever takes the
@@ -460,6 +469,7 @@ def test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_i
     assert ends_seen >= freed_at - 1 > first[1] + 1000, (ends_seen, freed_at, first[1])
 
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_servers_id_under_another_registry_role_stays_that_roles_and_the_refusal_says_so(registry):
     """A lease is its registry role's: the same system identifier claiming through another role
     is refused, even once the lease has ended, and the refusal says why and what takes it back
@@ -537,6 +547,7 @@ def wait_reaped(pid):
 
 
 @pytest.mark.parametrize("clock", ["same", "2s-behind"])
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_killed_holders_id_is_reused_only_above_everything_it_stored(cluster_factory, registry, clock):
     # Only one id is free, so the new server must take over the dead one's.
     fill_all_but_the_last(registry)
@@ -720,6 +731,7 @@ def no_duplicates(*loads):
 
 
 @pytest.mark.parametrize("quota", [1, 2])
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_clone_of_an_auto_server_started_beside_it_never_shares_its_worker_id(cluster_factory, registry, tmp_path,
                                                                                  quota):
     """A base backup of a running auto server, started as a second primary with nothing but its
@@ -957,6 +969,7 @@ def test_an_unreachable_registry_refuses_a_new_fixed_id_unless_told_to_issue(clu
 
 # ---- layouts ------------------------------------------------------------------------------------
 
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_of_another(cluster_factory):
     """Installed for Instagram's layout: 8,192 worker ids, an automatic id and a fixed one past
     1023 leased, their ids carry them; a Twitter server is refused, saying both layouts."""
@@ -990,6 +1003,7 @@ def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_o
     ("40/17/6/1ms", "layout 40/17/6/1ms is not one this registry can serve"),
     ("41/13/10/1ms", "layout 41/13/10/1ms has a name, and idgen writes it by its name"),
 ])
+@pytest.mark.default_and_newest(SQL_RULES)
 def test_a_registry_is_not_installed_for_a_layout_it_cannot_serve(cluster_factory, layout, says):
     reg = cluster_factory("registry", preload=False)
     install_registry(reg, layout=layout, expect_error=says)

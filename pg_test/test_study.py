@@ -8,6 +8,8 @@ import report
 from conftest import ROOT
 
 pytestmark = pytest.mark.version_specific("pg_stat_io")
+# The tests marked with it run on 15 and 18 only (docs/testing.md).
+MEASUREMENT = "a measurement; the tiny study reads every version's I/O counters"
 
 BENCH = os.path.join(ROOT, "benches", "run")
 STRATEGIES = ["bigserial", "uuid_v4", "uuid_v7", "snowflake", "snowflake_instagram", "snowflake_js53", "base62_padded",
@@ -78,6 +80,7 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
                 assert r["blks_evicted_per_1k_rows"] < 1, r
 
 
+@pytest.mark.default_and_newest(MEASUREMENT)
 def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(module_factory, tmp_path):
     """--sizes with shared_buffers at 2 MB: at the larger size every index is several times the
     cache; UUID v4's inserts read and evict far more blocks per row than bigserial's, no count is
@@ -103,6 +106,7 @@ def test_two_sizes_past_a_tiny_buffer_cache_read_and_evict_more_for_random_keys(
 
 
 @pytest.mark.alone
+@pytest.mark.default_and_newest(MEASUREMENT)
 def test_a_wide_disorder_window_leaves_ordered_keys_leaves_half_empty_as_the_model_predicts(module_factory, tmp_path):
     """--disorder at a tiny scale: 200 writers holding each row 40 ms on average between making its
     snowflake key and inserting it leave the leaves far less dense and out of order, against the
@@ -128,6 +132,7 @@ def test_a_wide_disorder_window_leaves_ordered_keys_leaves_half_empty_as_the_mod
 
 
 @pytest.mark.alone
+@pytest.mark.default_and_newest(MEASUREMENT)
 def test_day_partitions_do_not_mitigate_late_keys_all_writers_share_todays(module_factory, tmp_path):
     """--mitigations at a tiny scale, snowflake keys, 200 writers, 40 ms: the table partitioned by
     UTC days of keys sends every row to today's partition, and its key index ends as sparse as the
@@ -173,6 +178,7 @@ def test_the_study_refuses_a_server_without_idgen_preloaded(cluster_factory, tmp
 
 
 @pytest.mark.alone
+@pytest.mark.default_and_newest(MEASUREMENT)
 def test_the_speed_table_has_every_generator_and_a_sane_cap(study_server, tmp_path, pg_major):
     # benches/speed at a tiny scale: every row present, the build named, ratios to the baselines
     # self-consistent (the baseline's own ratio is 1.00).
@@ -207,6 +213,7 @@ def test_the_speed_table_has_every_generator_and_a_sane_cap(study_server, tmp_pa
 
 
 @pytest.mark.alone
+@pytest.mark.default_and_newest(MEASUREMENT)
 def test_the_layout_row_measures_snowflake_next_against_the_servers_layouts_cap(study_server, tmp_path):
     # benches/speed --layout-row, as benches/layouts runs it on each layout's server: this
     # server's layout (Twitter's), its cap, and ratios to nextval() and Instagram's next_id().
