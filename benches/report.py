@@ -26,6 +26,26 @@ FLOATS = {"seconds", "rows_per_s", "avg_leaf_density", "leaf_fragmentation", "bl
           "blks_written_per_1k_rows", "blks_evicted_per_1k_rows", "index_to_shared_buffers",
           "blks_extended_per_1k_rows"}
 BASELINE = "bigserial"
+STRATEGY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies")
+
+
+def made_by():
+    """{strategy: what generates its keys}, from each strategy file's `-- made by:` line: the
+    report names the generator beside the strategy, so that a run's rows/s reads as that
+    generator's (the plain-SQL edition's PL/pgSQL under a layout is not the layout's cost)."""
+    out = {}
+    for fn in sorted(os.listdir(STRATEGY_DIR)) if os.path.isdir(STRATEGY_DIR) else []:
+        if fn.endswith(".sql"):
+            with open(os.path.join(STRATEGY_DIR, fn)) as f:
+                out[fn[:-4]] = next((line[len("-- made by: "):].strip() for line in f
+                                     if line.startswith("-- made by: ")), "")
+    return out
+
+
+def plain_sql_edition(strategies, made=None):
+    """The strategies among these whose keys the plain-SQL (PL/pgSQL) edition made."""
+    made = made_by() if made is None else made
+    return [s for s in strategies if made.get(s, "").startswith("the plain-SQL")]
 
 
 def write_csv(rows, path):
@@ -182,6 +202,7 @@ def _mb(b):
 def markdown(rows, meta):
     """The readable report: tables, ratios to bigserial, and what the figures mean."""
     rat = ratios(rows)
+    made = made_by()
     clients = sorted({r["clients"] for r in rows})
     all_sizes = sizes(rows)
     several = len(all_sizes) > 1
@@ -201,23 +222,34 @@ def markdown(rows, meta):
             out += [
                 f"## {c} client{'s' if c > 1 else ''}" + (f", {n:,} rows" if several else ""),
                 "",
-                "| strategy | rows/s | leaf splits | avg leaf density | leaf fragmentation | index MB | WAL MB "
-                "| full-page images | checkpoints | index × | WAL × | speed × |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+                "| strategy | made by | rows/s | leaf splits | avg leaf density | leaf fragmentation | index MB "
+                "| WAL MB | full-page images | checkpoints | index × | WAL × | speed × |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for r in [r for r in rows if r["clients"] == c and r["rows"] == n]:
                 x = rat.get((r["strategy"], c, n), {})
                 out.append(
-                    f"| {r['strategy']} | {r['rows_per_s']:,.0f} | {r['leaf_splits']:,} "
+                    f"| {r['strategy']} | {made.get(r['strategy']) or '—'} | {r['rows_per_s']:,.0f} "
+                    f"| {r['leaf_splits']:,} "
                     f"| {r['avg_leaf_density']:.1f} % | {r['leaf_fragmentation']:.1f} % | {_mb(r['index_bytes']):.1f} "
                     f"| {_mb(r['wal_bytes']):.1f} | {r['wal_fpi']:,} | {r['checkpoints']} "
                     f"| {x.get('index_bytes', float('nan')):.2f} | {x.get('wal_bytes', float('nan')):.2f} "
                     f"| {x.get('rows_per_s', float('nan')):.2f} |"
                 )
             out.append("")
+    out += ["× columns are ratios to bigserial at the same client count (speed × above 1 is faster).", ""]
+    edition = plain_sql_edition(dict.fromkeys(r["strategy"] for r in rows), made)
+    if edition:
+        out += [
+            f"{' and '.join(edition)}: keys from the plain-SQL (PL/pgSQL) edition, installed by the study for "
+            "each layout in a schema of its own (`idgen.layout` is one per server). Their B-tree columns are "
+            "the layout's (a server's ids only grow, whatever the split of their bits: compare them with "
+            "snowflake's). Their rows/s and speed × are the plain-SQL edition's PL/pgSQL (a lock and a sequence "
+            "per id), not a cost of the layout: the extension's `snowflake_next()` runs at each layout's cap "
+            "(`bash benches/layouts`).",
+            "",
+        ]
     out += [
-        "× columns are ratios to bigserial at the same client count (speed × above 1 is faster).",
-        "",
         "![splits, density, index size and WAL per strategy](study.png)",
         "",
     ]

@@ -107,12 +107,31 @@ class ReportTest(unittest.TestCase):
         text = report.markdown(sample(), self.META)
         self.assertIn("## 1 client\n", text)
         self.assertIn("## 8 clients\n", text)
-        self.assertIn("| uuid_v4 | 250 | 14 | 70.0 % | 50.0 % |", text)
+        self.assertIn("| uuid_v4 | core's `gen_random_uuid()` | 250 | 14 | 70.0 % | 50.0 % |", text)
         self.assertIn("| 1.80 | 1.50 | 0.50 |", text)  # index, WAL and speed against bigserial
         self.assertIn("ln 2", text)
         self.assertIn("full-page", text)
         self.assertIn("`benches/run --rows 1000`", text)
         self.assertIn("![", text)
+
+    def test_each_strategy_is_labelled_with_what_made_its_keys(self):
+        rows = sample() + [row("snowflake_instagram", c, rows_per_s=30.0) for c in (1, 8)]
+        text = report.markdown(rows, self.META)
+        self.assertIn("| snowflake | idgen's `snowflake_next()` (the extension, the server's `idgen.layout`) | 600 |",
+                      text)
+        # the plain-SQL edition's rows/s read as the edition's, not as a cost of the layout
+        self.assertIn("| snowflake_instagram | the plain-SQL (PL/pgSQL) edition under layout instagram | 30 |", text)
+        self.assertIn("snowflake_instagram: keys from the plain-SQL (PL/pgSQL) edition", text)
+        self.assertIn("not a cost of the layout", text)
+        self.assertNotIn("keys from the plain-SQL", report.markdown(sample(), self.META))
+        # a strategy without a file (an old CSV, a strategy since renamed) still renders
+        self.assertIn("| gone | — | 500 |", report.markdown(sample() + [row("gone")], self.META))
+
+    def test_every_strategy_file_says_what_made_its_keys(self):
+        made = report.made_by()
+        self.assertIn("bigserial", made)
+        self.assertEqual([s for s, m in made.items() if not m], [])
+        self.assertEqual(report.plain_sql_edition(made), ["snowflake_instagram", "snowflake_js53"])
 
     def test_the_several_backends_paragraph_comes_from_the_figures(self):
         rows = sample()
