@@ -47,7 +47,8 @@ def test_a_tiny_study_writes_physically_sane_figures(study_server, tmp_path, pg_
     # PostgreSQL 18 adds core's uuidv7() as a ninth strategy.
     strategies = STRATEGIES + (["uuidv7_core"] if pg_major >= 18 else [])
     out = tmp_path / "study"
-    rc, log = run_study(study_server, "--rows", "30000", "--clients", "1,2", "--checkpoints", "1", "--out", str(out))
+    rc, log = run_study(study_server, "--rows", "30000", "--clients", "1,2", "--checkpoints", "1", "--layouts",
+                        "--out", str(out))
     assert rc == 0, log
     for name in ("results.csv", "report.md", "study.png"):
         assert (out / name).stat().st_size > 0
