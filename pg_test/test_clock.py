@@ -52,7 +52,7 @@ def test_clean_restart_with_the_clock_back_refuses_then_resumes_above(cluster_fa
     c.stop()
     with open(f"{c.data_dir}/idgen_horizon") as f:
         # a clean shutdown records the exact last millisecond issued
-        assert f.read().strip() == f"idgen-horizon-v1 {last_ms}"
+        assert f.read().strip() == f"idgen-horizon-v1 {last_ms} epoch=1288834974657"
     c.clock.set("-5s")
     c.start()
     assert c.error("SELECT snowflake_next()").pgcode == "58000"

@@ -80,10 +80,12 @@ def test_a_changed_layout_is_taken_only_where_its_ids_sort_above_every_id_made_b
     c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10000)")
     twitter_top = c.one("SELECT max(id) FROM t")
     c.stop()
-    assert "layout=" not in horizon_file(c), "Twitter's layout keeps the 0.1.0 file format"
+    assert "layout=" not in horizon_file(c) and f" epoch={EPOCH}" in horizon_file(c), \
+        "Twitter's layout is implied; the epoch is written"
     c.append_conf("idgen.layout = 'instagram'")
     c.start()
-    assert "snowflake layout changed from twitter to instagram" in c.log()
+    assert (f"snowflake ids now made under idgen.epoch {EPOCH} and idgen.layout instagram, before under "
+            f"idgen.epoch {EPOCH} and idgen.layout twitter") in c.log()
     c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10000)")
     assert c.one(f"SELECT min(id) > {twitter_top} FROM t WHERE id > {twitter_top}")
     assert c.one(f"SELECT count(*) FROM t WHERE id > {twitter_top}") == 10000
@@ -95,15 +97,86 @@ def test_a_changed_layout_is_taken_only_where_its_ids_sort_above_every_id_made_b
     c.start()
     e = c.error("SELECT snowflake_next()")
     text = sqlstate_and_hint(e)
-    assert text.startswith("55000: snowflake_next() refuses to run: idgen.layout is twitter, and the file "
-                           "idgen_horizon records ids made under instagram"), text
-    assert "HINT: Set idgen.layout = 'instagram' in postgresql.conf and restart" in text, text
-    assert "records ids made under instagram" in c.log()
+    assert text.startswith(f"55000: snowflake_next() refuses to run: this server makes ids under idgen.epoch {EPOCH} "
+                           "and idgen.layout twitter, and the file idgen_horizon records ids made under "
+                           f"idgen.epoch {EPOCH} and idgen.layout instagram"), text
+    assert f"HINT: Set idgen.epoch = '{EPOCH}' and idgen.layout = 'instagram' in postgresql.conf and restart" \
+        in text, text
+    assert "records ids made under idgen.epoch" in c.log()
     c.stop()
     assert " layout=instagram" in horizon_file(c), "a refused change leaves the file naming the old layout"
     c.append_conf("idgen.layout = 'instagram'")
     c.start()
     assert c.one(f"SELECT snowflake_next() > {instagram_top}")
+
+
+def ids_and_stop(c, n=20000):
+    c.q(f"INSERT INTO t SELECT snowflake_next() FROM generate_series(1, {n})")
+    top = c.one("SELECT max(id) FROM t")
+    c.stop()
+    return top
+
+
+def test_a_later_epoch_after_a_clean_stop_never_reissues_an_id(cluster_factory):
+    """idgen.epoch moved 3 s later after a clean stop: ids of time t would be the old epoch's ids
+    of t - 3 s, which this server issued. Refused, saying from when it could be taken; taken
+    when the server starts again after that moment, every new id above every old one."""
+    c = cluster_factory("later_epoch", worker_id=1)
+    c.q("CREATE EXTENSION idgen")
+    c.q("CREATE TABLE t (id bigint)")
+    top = ids_and_stop(c)
+    assert f" epoch={EPOCH}" in horizon_file(c)
+    c.append_conf(f"idgen.epoch = '{EPOCH + 3000}'")
+    c.start()
+    e = c.error("SELECT snowflake_next()")
+    text = sqlstate_and_hint(e)
+    assert text.startswith(f"55000: snowflake_next() refuses to run: this server makes ids under idgen.epoch "
+                           f"{EPOCH + 3000} and idgen.layout twitter, and the file idgen_horizon records ids made "
+                           f"under idgen.epoch {EPOCH} and idgen.layout twitter"), text
+    detail = e.diag.message_detail
+    assert "sort above every id made under" in detail and " only from " in detail, detail
+    assert f"HINT: Set idgen.epoch = '{EPOCH}' and idgen.layout = 'twitter' in postgresql.conf and restart the " \
+           "server, or restart it after " in text, text
+    c.stop()
+    assert f" epoch={EPOCH}" in horizon_file(c), "a refused change leaves the file naming the old epoch"
+    time.sleep(4.5)  # past the moment the refusal named (3 s, plus a second's margin, after the last id)
+    c.start()
+    assert "they resume after" in c.log() or "snowflake ids now made under" in c.log(), c.log()[-2000:]
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20000)")
+    assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
+    assert c.one("SELECT count(DISTINCT id) FROM t") == 40000
+    c.stop()
+    assert f" epoch={EPOCH + 3000}" in horizon_file(c)
+
+
+def test_a_slightly_later_epoch_is_taken_and_its_first_ids_wait_for_the_clock(cluster_factory):
+    c = cluster_factory("slightly_later", worker_id=1, conf=["idgen.max_clock_wait = '10s'"])
+    c.q("CREATE EXTENSION idgen")
+    c.q("CREATE TABLE t (id bigint)")
+    top = ids_and_stop(c)
+    c.append_conf(f"idgen.epoch = '{EPOCH + 2000}'")
+    c.start()
+    assert "they resume after" in c.log(), c.log()[-2000:]
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20000)")
+    assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
+    assert c.one("SELECT count(DISTINCT id) FROM t") == 40000
+
+
+def test_an_earlier_epoch_is_taken_at_once_and_discords_layout_is_twitters(cluster_factory):
+    c = cluster_factory("earlier", worker_id=1)
+    c.q("CREATE EXTENSION idgen")
+    c.q("CREATE TABLE t (id bigint)")
+    top = ids_and_stop(c)
+    # Discord's layout makes Twitter's ids: the same id space, nothing logged, nothing refused
+    c.append_conf("idgen.layout = 'discord'")
+    c.start()
+    assert "snowflake ids now made under" not in c.log()
+    top = ids_and_stop(c)
+    c.append_conf(f"idgen.epoch = '{EPOCH - 60000}'")
+    c.start()
+    assert "snowflake ids now made under" in c.log() and "they resume after" not in c.log(), c.log()[-2000:]
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20000)")
+    assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
 
 
 def test_a_standby_with_another_layout_warns_and_refuses_ids_after_promotion(cluster_factory):

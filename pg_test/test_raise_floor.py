@@ -159,3 +159,14 @@ def test_only_a_superuser_raises_the_floor_and_an_id_from_far_ahead_is_refused(c
     assert c.one(f"SELECT snowflake_next() BETWEEN {before} AND {before} + (10000::bigint << 23)"), \
         "the refused floor moved nothing"
     assert c.one("SELECT snowflake_raise_floor(-1) > 0"), "a negative id is below every id"
+
+
+def test_a_sessions_longer_clock_wait_does_not_let_it_raise_the_floor_past_the_servers(cluster_factory):
+    """The floor holds back every session's ids: how far ahead it may go is the configured
+    idgen.max_clock_wait (1 s here), not what the calling session SET."""
+    c = instagram_server(cluster_factory, "session_wait", ahead_ms=0)
+    ahead = c.one(f"SELECT snowflake_from_timestamp(now() + interval '60 seconds', {INSTAGRAM_EPOCH}, 'instagram')")
+    e = c.error("SET idgen.max_clock_wait = '1h'", f"SELECT snowflake_raise_floor({ahead})")
+    assert e.pgcode == "22023" and "refuses id" in e.diag.message_primary, e
+    # every other session on the configured wait still gets ids at once
+    assert c.one("SELECT snowflake_next() > 0")

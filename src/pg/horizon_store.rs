@@ -103,6 +103,7 @@ fn write_file(unix_ms: u64) -> std::io::Result<()> {
     let mark = Mark {
         unix_ms,
         layout: written_layout(),
+        epoch_ms: Some(written_epoch()),
         primary_epoch_ms: shared::epoch_conflict(),
         primary_layout: shared::layout_conflict(),
     };
@@ -118,6 +119,41 @@ static RECORDED_LAYOUT_CODE: std::sync::atomic::AtomicU32 = std::sync::atomic::A
 fn written_layout() -> idgen_core::layout::Layout {
     idgen_core::layout::Layout::from_code(RECORDED_LAYOUT_CODE.load(Ordering::Relaxed))
         .unwrap_or_else(settings::layout)
+}
+
+/// The epoch the file names, as the layout: this server's unless a change was refused at
+/// start-up or the primary replayed has another (`OWN`).
+static RECORDED_EPOCH: AtomicU64 = AtomicU64::new(OWN);
+const OWN: u64 = u64::MAX;
+
+fn written_epoch() -> u64 {
+    match RECORDED_EPOCH.load(Ordering::Relaxed) {
+        OWN => settings::epoch_ms(),
+        epoch => epoch,
+    }
+}
+
+/// Where this run's ids resume after a change of epoch or layout at start-up: the id space the
+/// file recorded and the Unix ms after which the new one's ids sort above its (`OWN`: none).
+/// Set in the postmaster, inherited by every process it starts.
+static CHANGED_FROM_EPOCH: AtomicU64 = AtomicU64::new(OWN);
+static CHANGED_FROM_LAYOUT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static CHANGED_FLOOR: AtomicU64 = AtomicU64::new(OWN);
+
+/// The id space this run changed from at start-up, and from when its ids sort above that one's.
+pub fn id_space_change() -> Option<(snowflake::TimeBase, u64)> {
+    let floor = CHANGED_FLOOR.load(Ordering::Relaxed);
+    let layout =
+        idgen_core::layout::Layout::from_code(CHANGED_FROM_LAYOUT.load(Ordering::Relaxed))?;
+    (floor != OWN).then(|| {
+        (
+            snowflake::TimeBase {
+                epoch_unix_ms: CHANGED_FROM_EPOCH.load(Ordering::Relaxed),
+                layout,
+            },
+            floor,
+        )
+    })
 }
 
 fn test_delay() {
@@ -178,7 +214,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 warn_layout_conflict(primary);
             }
             shared::set_layout_conflict(conflict);
-            check_layout_change(mark);
+            check_id_space_change(mark, state);
             shared::set_horizon_damaged(false);
         }
         Err(e) => {
@@ -213,36 +249,65 @@ unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
     }
 }
 
-/// A layout other than the one the file records is taken only where its first id sorts above
-/// every id the recorded one could have made up to the horizon (plus idgen.max_clock_skew, for
-/// the fleet's other servers): then it is logged and the file names it from the next write.
-/// Otherwise snowflake_next() refuses (shared::snowflake) and the file keeps the old layout.
-fn check_layout_change(mark: Option<Mark>) {
+/// An id space (epoch and layout) other than the one the file records is taken only where its
+/// ids sort above every id the recorded one could have made up to the horizon (plus
+/// idgen.max_clock_skew, or the horizon's lead, for the fleet's other servers):
+/// - at once, when its first id after the horizon does (Twitter's layout to Instagram's, an
+///   earlier epoch);
+/// - from a later moment within `idgen.max_clock_wait` of the clock (as the server's
+///   configuration sets it: this runs in the postmaster), when the new ids sort above only from
+///   then (a later epoch): the run resumes there and the first ids wait for the clock;
+/// - otherwise not: snowflake_next() refuses, saying from when it could (or that it never can),
+///   and the file keeps naming the recorded space, so that putting the settings back works.
+///
+/// The file records the new space from its next write, which comes before the first id under it.
+/// A file written before 0.3.0 records no epoch: it is taken as this server's.
+fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
+    RECORDED_LAYOUT_CODE.store(0, Ordering::Relaxed);
+    RECORDED_EPOCH.store(OWN, Ordering::Relaxed);
+    CHANGED_FLOOR.store(OWN, Ordering::Relaxed);
+    shared::set_id_space_refused(None);
     let Some(mark) = mark else { return };
     let own = settings::time_base();
-    if mark.layout == own.layout {
-        RECORDED_LAYOUT_CODE.store(0, Ordering::Relaxed);
-        shared::set_layout_refused(None);
+    let recorded = snowflake::TimeBase {
+        epoch_unix_ms: mark.epoch_ms.unwrap_or(own.epoch_unix_ms),
+        layout: mark.layout,
+    };
+    if own.same_ids(&recorded) {
         return;
     }
-    let recorded = snowflake::TimeBase {
-        layout: mark.layout,
-        ..own
-    };
     let margin = settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS);
-    if own.may_follow(&recorded, mark.unix_ms, margin) {
-        RECORDED_LAYOUT_CODE.store(0, Ordering::Relaxed);
-        shared::set_layout_refused(None);
-        error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake layout changed from {} to {}", mark.layout, own.layout))
-            .detail(format!("Every id under {} sorts above every id {} could have made up to the horizon ({} Unix ms).", own.layout, mark.layout, mark.unix_ms))
-            .log();
-    } else {
-        RECORDED_LAYOUT_CODE.store(mark.layout.to_code(), Ordering::Relaxed);
-        shared::set_layout_refused(Some(mark.layout));
-        error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: idgen.layout is {}, and {HORIZON_FILE} records ids made under {}", own.layout, mark.layout))
-            .detail(format!("Ids under {} would sort below them: snowflake_next() refuses until idgen.layout is {} again.", own.layout, mark.layout))
-            .hint(format!("Set idgen.layout = '{}' in postgresql.conf and restart; docs/layouts.md says which changes are possible.", mark.layout))
-            .warn();
+    let floor = own.floor_above(&recorded, mark.unix_ms, margin);
+    let latest = clock::now_unix_ms().saturating_add(settings::max_clock_wait_ms());
+    let (then, now) = (errors::id_space(&recorded), errors::id_space(&own));
+    match floor {
+        Some(floor) if floor <= mark.unix_ms => {
+            error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake ids now made under {now}, before under {then}"))
+                .detail(format!("Every id under the new settings sorts above every id the old ones could have made up to the horizon ({} Unix ms).", mark.unix_ms))
+                .log();
+        }
+        Some(floor) if floor <= latest => {
+            state.resume_after(&own, floor);
+            CHANGED_FROM_EPOCH.store(recorded.epoch_unix_ms, Ordering::Relaxed);
+            CHANGED_FROM_LAYOUT.store(recorded.layout.to_code(), Ordering::Relaxed);
+            CHANGED_FLOOR.store(floor, Ordering::Relaxed);
+            error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake ids now made under {now}, before under {then}; they resume after {}", errors::timestamp_of_unix_ms(floor)))
+                .detail(format!("Ids under the new settings sort above every id the old ones could have made up to the horizon ({} Unix ms) only from then: the first ones wait for the clock.", mark.unix_ms))
+                .log();
+        }
+        _ => {
+            RECORDED_LAYOUT_CODE.store(mark.layout.to_code(), Ordering::Relaxed);
+            RECORDED_EPOCH.store(recorded.epoch_unix_ms, Ordering::Relaxed);
+            shared::set_id_space_refused(Some((recorded, floor)));
+            let when = floor.map_or(
+                "at no time before the layout's time field ends".to_string(),
+                |f| format!("only from {}", errors::timestamp_of_unix_ms(f)),
+            );
+            error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: this server makes ids under {now}, and {HORIZON_FILE} records ids made under {then}"))
+                .detail(format!("Ids under the new settings would sort above those {when}: snowflake_next() refuses until idgen.epoch and idgen.layout are put back, and the file keeps naming them."))
+                .hint(format!("Set idgen.epoch = '{}' and idgen.layout = '{}' in postgresql.conf and restart; docs/layouts.md says which changes are possible.", recorded.epoch_unix_ms, recorded.layout))
+                .warn();
+        }
     }
 }
 
@@ -291,11 +356,12 @@ fn replay(record: horizon::Record) {
     if let Some(primary) = layout_conflict {
         warn_layout_conflict(primary);
     }
-    // the file names the layout the ids up to its horizon were made under: the primary's
+    // the file names the id space the ids up to its horizon were made under: the primary's
     RECORDED_LAYOUT_CODE.store(
         layout_conflict.map_or(0, |l| l.to_code()),
         Ordering::Relaxed,
     );
+    RECORDED_EPOCH.store(conflict.unwrap_or(OWN), Ordering::Relaxed);
     let conflict_changed =
         conflict != shared::epoch_conflict() || layout_conflict != shared::layout_conflict();
     shared::set_epoch_conflict(conflict);

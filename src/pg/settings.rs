@@ -446,6 +446,21 @@ pub fn max_clock_wait_ms() -> u64 {
     MAX_CLOCK_WAIT.get().max(0) as u64
 }
 
+/// `idgen.max_clock_wait` as configured (postgresql.conf, ALTER SYSTEM, ALTER DATABASE or ROLE
+/// ... SET): its reset value, which no `SET` in a session changes. For what binds every
+/// session, such as how far ahead a floor may be raised.
+pub fn max_clock_wait_configured_ms() -> u64 {
+    let raw = unsafe { pgrx::pg_sys::GetConfigOptionResetString(c"idgen.max_clock_wait".as_ptr()) };
+    if raw.is_null() {
+        return max_clock_wait_ms();
+    }
+    unsafe { CStr::from_ptr(raw) }
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(max_clock_wait_ms)
+}
+
 /// Runs `f` with the base62 passphrase's bytes (None when no key file is set), borrowed from the
 /// setting's "extra" for the length of the call and no longer: a configuration reload frees that
 /// memory, and one can only happen between statements, never inside `f`.

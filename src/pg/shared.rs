@@ -6,7 +6,7 @@ use crate::pg::errors::{self, error};
 use crate::pg::settings;
 use idgen_core::horizon::FILE as HORIZON_FILE;
 use idgen_core::layout::Layout;
-use idgen_core::snowflake::SharedState;
+use idgen_core::snowflake::{SharedState, TimeBase};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,9 +30,12 @@ const NO_CONFLICT: u64 = u64::MAX;
 /// The layout of a primary whose WAL this server replayed with another `idgen.layout` of its
 /// own, as its code (`NO_CONFLICT` when none): snowflake_next() refuses until the setting matches.
 static LAYOUT_CONFLICT: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_layout_conflict") };
-/// The layout the horizon file recorded at start-up when it differs from `idgen.layout` and ids
-/// under the new one would not sort above every id made under it (`NO_CONFLICT` when none).
+/// The id space (layout and epoch) the horizon file recorded at start-up when it differs from
+/// this server's and ids under the new one would not sort above every id made under it soon
+/// enough (`NO_CONFLICT` when none), and from when they would (`NO_CONFLICT`: never).
 static LAYOUT_REFUSED: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_layout_refused") };
+static EPOCH_REFUSED: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_epoch_refused") };
+static REFUSED_UNTIL: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_refused_until") };
 
 /// uuid_v7()'s ordering word: server-wide when preloaded, else this backend's own (below).
 static UUID7: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"idgen_uuid7_state") };
@@ -53,6 +56,8 @@ pub fn init() {
     pg_shmem_init!(EPOCH_CONFLICT = AtomicU64::new(NO_CONFLICT));
     pg_shmem_init!(LAYOUT_CONFLICT = AtomicU64::new(NO_CONFLICT));
     pg_shmem_init!(LAYOUT_REFUSED = AtomicU64::new(NO_CONFLICT));
+    pg_shmem_init!(EPOCH_REFUSED = AtomicU64::new(NO_CONFLICT));
+    pg_shmem_init!(REFUSED_UNTIL = AtomicU64::new(NO_CONFLICT));
     pg_shmem_init!(UUID7);
     push_lock::request();
 }
@@ -126,8 +131,31 @@ pub fn set_layout_conflict(primary: Option<Layout>) {
     store_layout(&LAYOUT_CONFLICT, primary);
 }
 
-pub fn set_layout_refused(recorded: Option<Layout>) {
-    store_layout(&LAYOUT_REFUSED, recorded);
+/// A change of id space refused at start-up: what the horizon file records, and the Unix ms
+/// after which ids of this server's would sort above them (None: never).
+pub fn set_id_space_refused(refused: Option<(TimeBase, Option<u64>)>) {
+    store_layout(&LAYOUT_REFUSED, refused.map(|(b, _)| b.layout));
+    EPOCH_REFUSED.get().store(
+        refused.map_or(NO_CONFLICT, |(b, _)| b.epoch_unix_ms),
+        Ordering::Relaxed,
+    );
+    REFUSED_UNTIL.get().store(
+        refused.and_then(|(_, until)| until).unwrap_or(NO_CONFLICT),
+        Ordering::Relaxed,
+    );
+}
+
+fn id_space_refused() -> Option<(TimeBase, Option<u64>)> {
+    let layout = load_layout(&LAYOUT_REFUSED)?;
+    let epoch_unix_ms = EPOCH_REFUSED.get().load(Ordering::Relaxed);
+    let until = REFUSED_UNTIL.get().load(Ordering::Relaxed);
+    Some((
+        TimeBase {
+            epoch_unix_ms,
+            layout,
+        },
+        (until != NO_CONFLICT).then_some(until),
+    ))
 }
 
 /// The generator state, or an error naming `what` when there is none to trust: not preloaded, a
@@ -143,11 +171,19 @@ pub fn snowflake(what: &str) -> &'static SharedState {
             .hint(format!("Set idgen.layout = '{primary}' in postgresql.conf (as on the primary) and restart the server."))
             .raise();
     }
-    if let Some(recorded) = load_layout(&LAYOUT_REFUSED) {
-        let own = settings::layout();
-        error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: idgen.layout is {own}, and the file {HORIZON_FILE} records ids made under {recorded}"))
-            .detail(format!("Ids under {own} would sort below ids made under {recorded} (and could equal them): a layout may change only where every new id sorts above every stored one."))
-            .hint(format!("Set idgen.layout = '{recorded}' in postgresql.conf and restart the server; docs/layouts.md says which changes are possible."))
+    if let Some((recorded, until)) = id_space_refused() {
+        let own = settings::time_base();
+        let (then, now) = (errors::id_space(&recorded), errors::id_space(&own));
+        let when = match until {
+            Some(ms) => format!("only from {}", errors::timestamp_of_unix_ms(ms)),
+            None => "at no time before this layout's time field ends".to_string(),
+        };
+        let later = until.map_or(String::new(), |ms| {
+            format!(", or restart it after {}", errors::timestamp_of_unix_ms(ms))
+        });
+        error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: this server makes ids under {now}, and the file {HORIZON_FILE} records ids made under {recorded_space}", recorded_space = then))
+            .detail(format!("Ids under {now} sort above every id made under {then} (and cannot equal one) {when}: idgen.epoch and idgen.layout may change only where every new id sorts above every stored one."))
+            .hint(format!("Set idgen.epoch = '{}' and idgen.layout = '{}' in postgresql.conf and restart the server{later}; docs/layouts.md says which changes are possible.", recorded.epoch_unix_ms, recorded.layout))
             .raise();
     }
     if let Some(primary) = epoch_conflict() {

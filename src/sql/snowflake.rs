@@ -89,7 +89,8 @@ fn snowflake_raise_floor(after_id: i64) -> i64 {
     let config = Config {
         base: settings::time_base(),
         worker_id: current_worker_id().unwrap_or_default() as u16,
-        max_clock_wait_ms: settings::max_clock_wait_ms(),
+        // the configured wait, not this session's: the floor holds back every session's ids
+        max_clock_wait_ms: settings::max_clock_wait_configured_ms(),
     };
     sf::raise_floor(state, &config, after_id, &mut horizon_store::Backend).unwrap_or_else(|e| {
         let message = e.to_string();
@@ -216,6 +217,13 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
         GenError::Overflow { .. } => error(errors::SYSTEM_ERROR, message)
             .hint("A layout's ids span its lifetime from idgen.epoch (Twitter's: about 69.7 years; docs/layouts.md lists each); a later epoch would make new ids sort below old ones.")
             .raise(),
+        GenError::ClockBehindHorizon { resume_unix_ms, .. } if horizon_store::id_space_change().is_some_and(|(_, floor)| resume_unix_ms <= floor.saturating_add(1)) => {
+            let (from, floor) = horizon_store::id_space_change().expect("checked");
+            error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}, where ids under this server's idgen.epoch and idgen.layout begin to sort above those made before under {}", errors::timestamp_of_unix_ms(floor), errors::id_space(&from)))
+                .detail(format!("The settings changed since ids were last made here; ids resume once the clock reaches {}.", timestamp_of_unix_ms(resume_unix_ms)))
+                .hint("Wait and call again, or raise idgen.max_clock_wait to wait longer; or put idgen.epoch and idgen.layout back and restart.")
+                .raise()
+        }
         GenError::ClockBehindHorizon { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
             .detail(format!(
                 "Ids up to the horizon may have been issued before (by this server before a crash or restart, or by the primary it replayed), so no id comes from a millisecond at or before it. Ids resume once the clock reaches {}.",

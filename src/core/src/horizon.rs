@@ -75,9 +75,9 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// What the file holds: the horizon; the layout the ids up to it were made under (Twitter's
-/// unless the file says otherwise: every file before 0.3.0 was written under it, and a Twitter
-/// server writes the 0.1.0 format still); and when this server replayed the WAL of a primary
+/// What the file holds: the horizon; the id space the ids up to it were made under, its layout
+/// (Twitter's unless the file says otherwise: every file before 0.3.0 was written under it) and
+/// its epoch; and when this server replayed the WAL of a primary
 /// whose `idgen.epoch` or `idgen.layout` differs from its own, that primary's. Ids on another
 /// epoch or layout would sort wrongly against the primary's, so the generator refuses until the
 /// setting matches; the conflict is kept in the file so that a restart does not forget it.
@@ -85,6 +85,10 @@ impl std::fmt::Display for ReadError {
 pub struct Mark {
     pub unix_ms: u64,
     pub layout: Layout,
+    /// The `idgen.epoch` the ids up to the horizon were made under. None in a file written
+    /// before 0.3.0 (or by hand, as the repair HINT says): taken as the server's own, the only
+    /// thing such a file can mean if the setting did not change; the next write records it.
+    pub epoch_ms: Option<u64>,
     pub primary_epoch_ms: Option<u64>,
     pub primary_layout: Option<Layout>,
 }
@@ -94,12 +98,14 @@ impl Mark {
         Mark {
             unix_ms,
             layout: Layout::TWITTER,
+            epoch_ms: None,
             primary_epoch_ms: None,
             primary_layout: None,
         }
     }
 }
 
+const EPOCH: &str = "epoch=";
 const PRIMARY_EPOCH: &str = "primary-epoch=";
 const LAYOUT: &str = "layout=";
 const PRIMARY_LAYOUT: &str = "primary-layout=";
@@ -121,6 +127,10 @@ pub fn read(path: &Path) -> Result<Option<Mark>, ReadError> {
     let mut next = words.next();
     if let Some(word) = next.and_then(|w| w.strip_prefix(LAYOUT)) {
         mark.layout = Layout::parse(word).map_err(|_| corrupt())?;
+        next = words.next();
+    }
+    if let Some(word) = next.and_then(|w| w.strip_prefix(EPOCH)) {
+        mark.epoch_ms = Some(word.parse::<u64>().map_err(|_| corrupt())?);
         next = words.next();
     }
     if let Some(word) = next.and_then(|w| w.strip_prefix(PRIMARY_EPOCH)) {
@@ -153,6 +163,9 @@ pub fn write(path: &Path, mark: Mark) -> io::Result<()> {
         write!(file, "{MAGIC} {}", mark.unix_ms)?;
         if mark.layout != Layout::TWITTER {
             write!(file, " {LAYOUT}{}", mark.layout)?;
+        }
+        if let Some(epoch) = mark.epoch_ms {
+            write!(file, " {EPOCH}{epoch}")?;
         }
         if let Some(epoch) = mark.primary_epoch_ms {
             write!(file, " {PRIMARY_EPOCH}{epoch}")?;
@@ -439,6 +452,30 @@ mod tests {
             "idgen-horizon-v1 1767225600000 layout=40/12/11/10ms primary-epoch=1288834974657 \
              primary-layout=sonyflake\n"
         );
+        // the id space whole: the epoch beside the layout
+        let space = Mark {
+            epoch_ms: Some(1_314_220_021_721),
+            ..layouts
+        };
+        write(&path, space).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(space));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "idgen-horizon-v1 1767225600000 layout=40/12/11/10ms epoch=1314220021721 \
+             primary-epoch=1288834974657 primary-layout=sonyflake\n"
+        );
+        fs::write(
+            &path,
+            "idgen-horizon-v1 1767225600000 epoch=1288834974657\n",
+        )
+        .unwrap();
+        assert_eq!(
+            read(&path).unwrap(),
+            Some(Mark {
+                epoch_ms: Some(1_288_834_974_657),
+                ..Mark::at(1_767_225_600_000)
+            })
+        );
     }
 
     #[test]
@@ -458,6 +495,10 @@ mod tests {
             "idgen-horizon-v1 1 primary-epoch=5 layout=js53",
             "idgen-horizon-v1 1 layout=js53 layout=js53",
             "idgen-horizon-v1 1 primary-layout=nonsense",
+            "idgen-horizon-v1 1 epoch=",
+            "idgen-horizon-v1 1 epoch=-5",
+            "idgen-horizon-v1 1 epoch=5 layout=js53",
+            "idgen-horizon-v1 1 epoch=5 epoch=5",
         ] {
             fs::write(&path, text).unwrap();
             assert!(

@@ -247,6 +247,25 @@ impl Layout {
     }
     /// The time field's bits that an id can set: all of them, but the sign bit where the three
     /// fields fill 64 bits.
+    /// Whether every id reads the same under both: the same worker and sequence fields, unit
+    /// and order, and the same usable time bits (Discord's declared 42nd bit is the sign bit,
+    /// so its ids are Twitter's).
+    pub fn same_ids(&self, other: &Layout) -> bool {
+        (
+            self.usable_time_bits(),
+            self.worker_bits,
+            self.sequence_bits,
+            self.unit_ms,
+            self.order,
+        ) == (
+            other.usable_time_bits(),
+            other.worker_bits,
+            other.sequence_bits,
+            other.unit_ms,
+            other.order,
+        )
+    }
+
     pub fn usable_time_bits(&self) -> u32 {
         self.time_bits
             .min(63 - self.worker_bits - self.sequence_bits)

@@ -165,33 +165,65 @@ impl TimeBase {
             .map(|f| self.unix_ms_of(f.time))
     }
 
-    /// Whether a server whose horizon file says ids up to `horizon_unix_ms` were made under
-    /// `recorded` may make ids under `self` from now on: only if the first id it would make,
-    /// worker 0 and sequence 0 in the tick after the horizon, is above every id `recorded` could
-    /// have made up to the horizon plus `margin_ms` (any worker, any sequence; the margin covers
-    /// the other servers of the fleet, whose horizons run ahead of this one by their clocks'
-    /// skew). Otherwise new ids would sort below, or equal, ids already stored.
-    pub fn may_follow(&self, recorded: &TimeBase, horizon_unix_ms: u64, margin_ms: u64) -> bool {
-        if self == recorded {
-            return true;
+    /// Whether both make the same ids at the same moments: one epoch, and layouts whose ids
+    /// read alike (`Layout::same_ids`).
+    pub fn same_ids(&self, other: &TimeBase) -> bool {
+        self.epoch_unix_ms == other.epoch_unix_ms && self.layout.same_ids(&other.layout)
+    }
+
+    /// Where ids under `self` may resume after ids up to `horizon_unix_ms` were made under
+    /// `recorded`: the Unix ms after which (`resume_after`) the first id of `self`, worker 0 and
+    /// sequence 0, sorts above every id `recorded` could have made up to the horizon plus
+    /// `margin_ms` (any worker, any sequence; the margin covers the fleet's other servers, whose
+    /// horizons run ahead of this one by their clocks' skew). Never below the horizon; the
+    /// horizon itself for the same ids. None when no tick of `self` does (its time field ends
+    /// first): new ids would sort below, or equal, ids already stored for good.
+    pub fn floor_above(
+        &self,
+        recorded: &TimeBase,
+        horizon_unix_ms: u64,
+        margin_ms: u64,
+    ) -> Option<u64> {
+        if self.same_ids(recorded) {
+            return Some(horizon_unix_ms);
         }
         let old_end = horizon_unix_ms.saturating_add(margin_ms);
         let Some(old_ms) = old_end.checked_sub(recorded.epoch_unix_ms) else {
-            return true; // nothing could be made before the recorded epoch
+            return Some(horizon_unix_ms); // nothing could be made before the recorded epoch
         };
         let old = &recorded.layout;
-        let old_top = old.compose(Fields {
-            time: (old_ms / old.unit_ms()).min(old.max_time()),
-            worker: old.max_worker(),
-            sequence: old.max_sequence(),
-        });
-        let (word, new) = (self.first_word_after(horizon_unix_ms), &self.layout);
-        let first = new.compose(Fields {
-            time: self.unpack(word).0,
-            worker: 0,
-            sequence: 0,
-        });
-        matches!((old_top, first), (Ok(top), Ok(first)) if first > top)
+        let old_top = old
+            .compose(Fields {
+                time: (old_ms / old.unit_ms()).min(old.max_time()),
+                worker: old.max_worker(),
+                sequence: old.max_sequence(),
+            })
+            .expect("fields within the layout");
+        let new = &self.layout;
+        let above = |tick: u64| new.lowest_id_at(tick).is_ok_and(|id| id > old_top);
+        if !above(new.max_time()) {
+            return None;
+        }
+        // the lowest id of a tick rises with the tick: the first tick above, by bisection
+        let (mut lo, mut hi) = (0u64, new.max_time());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if above(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        // the last ms of the tick before: a run resumes at the tick after the floor's
+        let floor = self.unix_ms_of(lo).saturating_sub(1);
+        Some(floor.max(horizon_unix_ms))
+    }
+
+    /// Whether ids under `self` may follow, from the tick after the horizon, ids made under
+    /// `recorded` up to it (`floor_above` at or below the horizon).
+    pub fn may_follow(&self, recorded: &TimeBase, horizon_unix_ms: u64, margin_ms: u64) -> bool {
+        self.floor_above(recorded, horizon_unix_ms, margin_ms)
+            .is_some_and(|floor| floor <= horizon_unix_ms)
     }
 
     /// The first word of a run whose ids come from ticks wholly after `unix_ms`: the tick after

@@ -248,3 +248,84 @@ fn a_layout_may_follow_another_only_where_its_ids_sort_above_every_id_made_befor
         .unwrap();
     assert!(first > top);
 }
+
+#[test]
+fn a_later_epoch_resumes_past_the_horizon_by_the_epochs_move_and_an_earlier_one_at_once() {
+    let at = |epoch_unix_ms| TimeBase {
+        epoch_unix_ms,
+        layout: Layout::TWITTER,
+    };
+    let (old, later, earlier) = (at(EPOCH), at(EPOCH + 3_000), at(EPOCH - 3_000));
+    // under an epoch 3 s later, an id of time t is the old epoch's id of t - 3 s: ids resume 3 s
+    // (plus the margin) past the horizon, in the first tick whose lowest id is above the top
+    assert_eq!(later.floor_above(&old, T0, 1_000), Some(T0 + 1_000 + 3_000));
+    assert!(!later.may_follow(&old, T0, 1_000));
+    // an earlier epoch makes larger ids at any time: at once
+    assert_eq!(earlier.floor_above(&old, T0, 1_000), Some(T0));
+    // bit-identical layouts are one id space: Twitter's and Discord's under one epoch
+    let discord = TimeBase {
+        epoch_unix_ms: EPOCH,
+        layout: Layout::DISCORD,
+    };
+    assert!(discord.same_ids(&old) && old.same_ids(&discord));
+    assert_eq!(discord.floor_above(&old, T0, 1_000), Some(T0));
+    // js53 never sorts above Twitter's ids of today: its time field ends first
+    let js = TimeBase {
+        epoch_unix_ms: EPOCH,
+        layout: Layout::JS53,
+    };
+    assert_eq!(js.floor_above(&old, T0, 1_000), None);
+}
+
+proptest! {
+    /// `floor_above` is exact: the first tick a run resumes at after it has its lowest id above
+    /// every id the recorded base could have made up to the horizon plus the margin, and, where
+    /// the floor is past the horizon, the tick before does not.
+    #[test]
+    fn the_floor_above_another_id_space_is_the_first_tick_whose_ids_sort_above_it(
+        old_layout in any_layout(),
+        new_layout in any_layout(),
+        old_shift in -400_000_000_000i64..400_000_000_000,
+        new_shift in -400_000_000_000i64..400_000_000_000,
+        back in 0u64..200_000_000_000,
+        margin in 0u64..10_000,
+    ) {
+        let base = |layout, shift: i64| TimeBase {
+            epoch_unix_ms: EPOCH.checked_add_signed(shift).unwrap(),
+            layout,
+        };
+        let (old, new) = (base(old_layout, old_shift), base(new_layout, new_shift));
+        let horizon = T0 - back;
+        let old_top = |end: u64| end.checked_sub(old.epoch_unix_ms).map(|ms| {
+            old.layout.compose(crate::layout::Fields {
+                time: (ms / old.layout.unit_ms()).min(old.layout.max_time()),
+                worker: old.layout.max_worker(),
+                sequence: old.layout.max_sequence(),
+            }).unwrap()
+        });
+        let lowest_after = |floor: u64| {
+            new.layout.lowest_id_at(new.unpack(new.first_word_after(floor)).0)
+        };
+        match new.floor_above(&old, horizon, margin) {
+            Some(floor) => {
+                prop_assert!(floor >= horizon);
+                if let Some(top) = old_top(horizon + margin) {
+                    if !new.same_ids(&old) {
+                        // (past the new layout's last tick no id is made at all)
+                        if let Ok(first) = lowest_after(floor) {
+                            prop_assert!(first > top);
+                        }
+                        if floor > horizon {
+                            let tick = new.unpack(new.first_word_after(floor)).0;
+                            prop_assert!(new.layout.lowest_id_at(tick - 1).unwrap() <= top);
+                        }
+                    }
+                }
+            }
+            None => {
+                let top = old_top(horizon + margin).unwrap();
+                prop_assert!(new.layout.lowest_id_at(new.layout.max_time()).unwrap() <= top);
+            }
+        }
+    }
+}
