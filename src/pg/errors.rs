@@ -76,9 +76,6 @@ pub fn timestamp_of_unix_ms(ms: u64) -> String {
 }
 
 /// An id space in messages: the epoch and the layout that make its ids.
-pub fn id_space(base: &idgen_core::snowflake::TimeBase) -> String {
-    format!(
-        "idgen.epoch {} and idgen.layout {}",
-        base.epoch_unix_ms, base.layout
-    )
+pub fn id_space(epoch_unix_ms: u64, layout: impl std::fmt::Display) -> String {
+    format!("idgen.epoch {epoch_unix_ms} and idgen.layout {layout}")
 }

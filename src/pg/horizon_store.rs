@@ -279,7 +279,10 @@ fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
     let margin = settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS);
     let floor = own.floor_above(&recorded, mark.unix_ms, margin);
     let latest = clock::now_unix_ms().saturating_add(settings::max_clock_wait_ms());
-    let (then, now) = (errors::id_space(&recorded), errors::id_space(&own));
+    let (then, now) = (
+        errors::id_space(recorded.epoch_unix_ms, recorded.layout),
+        errors::id_space(own.epoch_unix_ms, own.layout),
+    );
     match floor {
         Some(floor) if floor <= mark.unix_ms => {
             error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake ids now made under {now}, before under {then}"))

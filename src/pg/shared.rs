@@ -173,7 +173,10 @@ pub fn snowflake(what: &str) -> &'static SharedState {
     }
     if let Some((recorded, until)) = id_space_refused() {
         let own = settings::time_base();
-        let (then, now) = (errors::id_space(&recorded), errors::id_space(&own));
+        let (then, now) = (
+            errors::id_space(recorded.epoch_unix_ms, recorded.layout),
+            errors::id_space(own.epoch_unix_ms, own.layout),
+        );
         let when = match until {
             Some(ms) => format!("only from {}", errors::timestamp_of_unix_ms(ms)),
             None => "at no time before this layout's time field ends".to_string(),
