@@ -121,13 +121,23 @@ def keyed(module_factory):
     return c
 
 
-@pytest.mark.parametrize("doc", [os.path.relpath(d, ROOT) for d in DOCS])
+def pages_with_sql():
+    """The pages that show SQL at all (a page without any is no case: it could only skip)."""
+    found = []
+    for d in DOCS:
+        with open(d) as f:
+            if any(b.lang == "sql" for b in blocks(d, f.read())):
+                found.append(os.path.relpath(d, ROOT))
+    return found
+
+
+@pytest.mark.parametrize("doc", pages_with_sql())
 def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc):
     path = os.path.join(ROOT, doc)
     with open(path) as f:
         examples = [b for b in blocks(path, f.read()) if b.lang == "sql" and b.min_major <= pg_major]
     if not examples:
-        pytest.skip(f"{doc} shows no SQL")
+        pytest.skip(f"{doc} shows SQL only for a later PostgreSQL than {pg_major}")
     slug = re.sub(r"\W", "_", os.path.splitext(doc)[0]).lower()
     made = set()
     wrong = []

@@ -26,3 +26,11 @@ def test_the_last_timestamps_are_out_of_range_with_22008(ext, sql, message):
     e = ext.error(sql)
     assert (e.pgcode, e.diag.message_primary) == ("22008", message), e
     assert e.diag.message_hint
+
+
+def test_a_long_lived_layouts_last_ids_are_out_of_range_with_their_true_time(ext):
+    """61 bits of seconds: the largest id's time is 2,305,843,009,213,693,951,000 ms after 1970,
+    past any 64-bit count of ms, and the error says so rather than a saturated 2^64 - 1."""
+    e = ext.error("SELECT snowflake_timestamp(9223372036854775807, 0, '61/1/1/1000ms')")
+    assert (e.pgcode, e.diag.message_primary) == (
+        "22008", "2305843009213693951000 ms since 1970 is out of the timestamp range"), e

@@ -59,14 +59,18 @@ fn pg_us_of_unix_ms(ms: u64) -> Option<i64> {
 pub fn timestamp_of_unix_ms(ms: u64) -> TimestampWithTimeZone {
     pg_us_of_unix_ms(ms)
         .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
-        .unwrap_or_else(|| {
-            error(
-                errors::DATETIME_OUT_OF_RANGE,
-                format!("{ms} ms since 1970 is out of the timestamp range"),
-            )
-            .hint("PostgreSQL timestamps end in the year 294276.")
-            .raise()
-        })
+        .unwrap_or_else(|| out_of_timestamp_range(u128::from(ms)))
+}
+
+/// A time, in ms since 1970, past PostgreSQL's timestamps (given exactly, however large).
+#[track_caller]
+pub fn out_of_timestamp_range(ms: u128) -> ! {
+    error(
+        errors::DATETIME_OUT_OF_RANGE,
+        format!("{ms} ms since 1970 is out of the timestamp range"),
+    )
+    .hint("PostgreSQL timestamps end in the year 294276.")
+    .raise()
 }
 
 #[cfg(test)]

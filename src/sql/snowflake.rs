@@ -298,7 +298,13 @@ fn checked_epoch(epoch_ms: i64) -> u64 {
 
 #[track_caller]
 fn timestamp_in(id: i64, base: &TimeBase) -> TimestampWithTimeZone {
-    timestamp_of_unix_ms(base.unix_ms_of(fields(id, &base.layout).time))
+    // exact, not saturated: a long-lived layout's last ticks are past any u64 of ms
+    let tick = fields(id, &base.layout).time;
+    let ms = u128::from(tick) * u128::from(base.layout.unit_ms()) + u128::from(base.epoch_unix_ms);
+    match u64::try_from(ms) {
+        Ok(ms) => timestamp_of_unix_ms(ms),
+        Err(_) => crate::sql::out_of_timestamp_range(ms),
+    }
 }
 
 /// When the id was issued, given the epoch it was issued under (Twitter's layout).
