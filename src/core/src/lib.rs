@@ -7,8 +7,9 @@
 //! without sleeping; property tests pin the laws (round trips, ordering, no duplicates under any
 //! clock sequence) and loom checks the generator's lock-free protocol.
 //!
-//! - [`layout`]: the snowflake layouts a fleet may choose (bit split, time unit), checked;
-//! - [`snowflake`]: the 64-bit layout and the generator's state machine;
+//! - [`layout`]: the snowflake layouts a fleet may choose (bit split, time unit), checked, and
+//!   the one codec of ids (an id from its fields and back, the lowest id of a tick);
+//! - [`snowflake`]: the generator's state machine, under any layout (Twitter's by default);
 //! - [`horizon`]: the persisted high-water mark's rules and its file;
 //! - [`uuid7`]: the RFC 9562 v7 layout, its ordering word and the fork-safe random stream;
 //! - [`base62`]: alphabets, fixed widths and the keyed permutation;

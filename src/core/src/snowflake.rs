@@ -25,16 +25,9 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(not(all(test, feature = "loom")))]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-pub const TIMESTAMP_BITS: u32 = 41;
-pub const WORKER_BITS: u32 = 10;
-pub const SEQUENCE_BITS: u32 = 12;
-
-pub const MAX_MILLIS: u64 = (1 << TIMESTAMP_BITS) - 1;
-pub const MAX_WORKER_ID: u16 = (1 << WORKER_BITS) - 1;
-pub const MAX_SEQUENCE: u16 = (1 << SEQUENCE_BITS) - 1;
-
-const WORKER_SHIFT: u32 = SEQUENCE_BITS;
-const MILLIS_SHIFT: u32 = SEQUENCE_BITS + WORKER_BITS;
+/// The last millisecond of Twitter's 41-bit time field, `Layout::TWITTER.max_time()` (a test
+/// holds them equal): the bound of the horizon (`crate::horizon::MAX_UNIX_MS`).
+pub const MAX_MILLIS: u64 = (1 << 41) - 1;
 
 /// Twitter's epoch, 2010-11-04 01:42:54.657 UTC, in Unix milliseconds.
 pub const TWITTER_EPOCH_MS: u64 = 1_288_834_974_657;
@@ -49,78 +42,6 @@ pub const HORIZON_LEAD_MS: u64 = 1_000;
 /// server on the defaults never tells a clock regression from a crash by the wait alone.
 pub const DEFAULT_MAX_CLOCK_WAIT_MS: u64 = 1_000;
 const _: () = assert!(HORIZON_LEAD_MS <= DEFAULT_MAX_CLOCK_WAIT_MS);
-
-/// The three fields of an id. `millis` counts from the id epoch, not from 1970.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Parts {
-    pub millis: u64,
-    pub worker_id: u16,
-    pub sequence: u16,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LayoutError {
-    MillisOutOfRange(u64),
-    WorkerOutOfRange(u16),
-    SequenceOutOfRange(u16),
-    NegativeId(i64),
-}
-
-impl std::fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::MillisOutOfRange(m) => {
-                write!(
-                    f,
-                    "{m} ms since the epoch does not fit in 41 bits (at most {MAX_MILLIS})"
-                )
-            }
-            Self::WorkerOutOfRange(w) => {
-                write!(f, "worker id {w} is out of range 0..{MAX_WORKER_ID}")
-            }
-            Self::SequenceOutOfRange(s) => {
-                write!(f, "sequence {s} is out of range 0..{MAX_SEQUENCE}")
-            }
-            Self::NegativeId(id) => write!(f, "snowflake id {id} is negative: bit 63 is always 0"),
-        }
-    }
-}
-
-pub fn compose(p: Parts) -> Result<i64, LayoutError> {
-    if p.millis > MAX_MILLIS {
-        return Err(LayoutError::MillisOutOfRange(p.millis));
-    }
-    if p.worker_id > MAX_WORKER_ID {
-        return Err(LayoutError::WorkerOutOfRange(p.worker_id));
-    }
-    if p.sequence > MAX_SEQUENCE {
-        return Err(LayoutError::SequenceOutOfRange(p.sequence));
-    }
-    Ok(((p.millis << MILLIS_SHIFT)
-        | (u64::from(p.worker_id) << WORKER_SHIFT)
-        | u64::from(p.sequence)) as i64)
-}
-
-pub fn decompose(id: i64) -> Result<Parts, LayoutError> {
-    if id < 0 {
-        return Err(LayoutError::NegativeId(id));
-    }
-    let id = id as u64;
-    Ok(Parts {
-        millis: id >> MILLIS_SHIFT,
-        worker_id: ((id >> WORKER_SHIFT) & u64::from(MAX_WORKER_ID)) as u16,
-        sequence: (id & u64::from(MAX_SEQUENCE)) as u16,
-    })
-}
-
-/// The smallest id whose timestamp is `millis`: worker 0, sequence 0.
-pub fn lowest_id_at(millis: u64) -> Result<i64, LayoutError> {
-    compose(Parts {
-        millis,
-        worker_id: 0,
-        sequence: 0,
-    })
-}
 
 /// What turns a clock into ticks and back: the epoch and the layout, fixed for a server's run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

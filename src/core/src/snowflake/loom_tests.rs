@@ -95,7 +95,7 @@ fn model(threads: usize, per_thread: usize, now: u64, prepare: fn(&SharedState))
         let horizon = persisted.load(Ordering::SeqCst);
         for &id in &all {
             assert!(
-                decompose(id).unwrap().millis + EPOCH <= horizon,
+                BASE.layout.decompose(id).unwrap().time + EPOCH <= horizon,
                 "{id} beyond {horizon}"
             );
         }
@@ -136,7 +136,7 @@ fn loom_the_start_of_a_millisecond() {
 #[test]
 fn loom_an_exhausted_millisecond() {
     model(2, 2, T0, |s| {
-        running_at(s, BASE.pack(T0 - EPOCH, u64::from(MAX_SEQUENCE)))
+        running_at(s, BASE.pack(T0 - EPOCH, BASE.layout.max_sequence()))
     });
 }
 
@@ -188,7 +188,7 @@ fn model_resume_after(ids: usize, now: u64, floor_unix_ms: u64, prepare: fn(&Sha
             "{after} after resume_after is not above {all:?}"
         );
         assert!(
-            decompose(after).unwrap().millis + EPOCH > floor_unix_ms,
+            BASE.layout.decompose(after).unwrap().time + EPOCH > floor_unix_ms,
             "{after} is not after the floor {floor_unix_ms}"
         );
         all.push(after);
@@ -204,7 +204,7 @@ fn model_resume_after(ids: usize, now: u64, floor_unix_ms: u64, prepare: fn(&Sha
 #[test]
 fn loom_resume_after_racing_the_common_path() {
     model_resume_after(3, T0, T0, |s| {
-        running_at(s, BASE.pack(T0 - EPOCH, u64::from(MAX_SEQUENCE) - 1))
+        running_at(s, BASE.pack(T0 - EPOCH, BASE.layout.max_sequence() - 1))
     });
 }
 

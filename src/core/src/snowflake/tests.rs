@@ -1,4 +1,5 @@
 use super::*;
+use crate::layout::LayoutError;
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -144,26 +145,37 @@ fn fresh() -> SharedState {
     s
 }
 
+/// The id of Twitter's layout (`BASE`'s) with these fields, or why there is none.
+fn twitter(time: u64, worker: u64, sequence: u64) -> Result<i64, LayoutError> {
+    Layout::TWITTER.compose(Fields {
+        time,
+        worker,
+        sequence,
+    })
+}
+
+/// Twitter's fields, `(time, worker, sequence)`, each anywhere in its range.
+fn twitter_fields() -> impl Strategy<Value = (u64, u64, u64)> {
+    let l = Layout::TWITTER;
+    (0..=l.max_time(), 0..=l.max_worker(), 0..=l.max_sequence())
+}
+
 proptest! {
+    /// Twitter's worker field sits above its sequence: its ids order like their three fields in
+    /// that order, across workers too (`crate::layout` tests the order within a worker, and
+    /// across times, for every layout).
     #[test]
-    fn layout_round_trips_every_field(millis in 0..=MAX_MILLIS, worker_id in 0..=MAX_WORKER_ID, sequence in 0..=MAX_SEQUENCE) {
-        let parts = Parts { millis, worker_id, sequence };
-        let id = compose(parts).unwrap();
-        prop_assert!(id >= 0);
-        prop_assert_eq!(decompose(id).unwrap(), parts);
+    fn ids_order_like_their_fields(a in twitter_fields(), b in twitter_fields()) {
+        let id = |(time, worker, sequence)| twitter(time, worker, sequence).unwrap();
+        prop_assert_eq!(id(a).cmp(&id(b)), a.cmp(&b));
     }
 
-    #[test]
-    fn ids_order_like_their_fields(a in (0..=MAX_MILLIS, 0..=MAX_WORKER_ID, 0..=MAX_SEQUENCE),
-                                   b in (0..=MAX_MILLIS, 0..=MAX_WORKER_ID, 0..=MAX_SEQUENCE)) {
-        let ida = compose(Parts { millis: a.0, worker_id: a.1, sequence: a.2 }).unwrap();
-        let idb = compose(Parts { millis: b.0, worker_id: b.1, sequence: b.2 }).unwrap();
-        prop_assert_eq!(ida.cmp(&idb), a.cmp(&b));
-    }
-
+    /// Twitter's fields fill all 63 bits: every non-negative bigint decodes to fields that
+    /// compose back to it.
     #[test]
     fn every_non_negative_id_decomposes_and_recomposes(id in 0..=i64::MAX) {
-        prop_assert_eq!(compose(decompose(id).unwrap()).unwrap(), id);
+        let l = Layout::TWITTER;
+        prop_assert_eq!(l.compose(l.decompose(id).unwrap()).unwrap(), id);
     }
 
     /// Whatever the clock does — stand still, jump ahead, step back a little or a lot — every id
@@ -183,7 +195,7 @@ proptest! {
                 match next_id(&state, &config, &mut env) {
                     Ok(id) => {
                         prop_assert!(id > last, "{id} after {last}");
-                        let unix = decompose(id).unwrap().millis + EPOCH;
+                        let unix = Layout::TWITTER.decompose(id).unwrap().time + EPOCH;
                         prop_assert!(unix <= *env.persisted.iter().max().unwrap());
                         last = id;
                     }
@@ -201,51 +213,30 @@ proptest! {
 #[test]
 fn bad_fields_and_negative_ids_are_refused() {
     assert_eq!(
-        compose(Parts {
-            millis: MAX_MILLIS + 1,
-            worker_id: 0,
-            sequence: 0
-        }),
-        Err(LayoutError::MillisOutOfRange(MAX_MILLIS + 1))
+        twitter(MAX_MILLIS + 1, 0, 0),
+        Err(LayoutError::TimeOutOfRange(MAX_MILLIS + 1, MAX_MILLIS))
     );
     assert_eq!(
-        compose(Parts {
-            millis: 0,
-            worker_id: 1024,
-            sequence: 0
-        }),
-        Err(LayoutError::WorkerOutOfRange(1024))
+        twitter(0, 1024, 0),
+        Err(LayoutError::WorkerOutOfRange(1024, 1023))
     );
     assert_eq!(
-        compose(Parts {
-            millis: 0,
-            worker_id: 0,
-            sequence: 4096
-        }),
-        Err(LayoutError::SequenceOutOfRange(4096))
+        twitter(0, 0, 4096),
+        Err(LayoutError::SequenceOutOfRange(4096, 4095))
     );
-    assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
+    assert_eq!(
+        Layout::TWITTER.decompose(-1),
+        Err(LayoutError::NegativeId(-1))
+    );
 }
 
 #[test]
 fn the_layout_is_the_documented_one() {
     // 1 ms after the epoch, worker 1, sequence 1: bits 22, 12 and 0.
-    let id = compose(Parts {
-        millis: 1,
-        worker_id: 1,
-        sequence: 1,
-    })
-    .unwrap();
-    assert_eq!(id, (1 << 22) | (1 << 12) | 1);
-    assert_eq!(
-        compose(Parts {
-            millis: MAX_MILLIS,
-            worker_id: 1023,
-            sequence: 4095
-        })
-        .unwrap(),
-        i64::MAX
-    );
+    assert_eq!(twitter(1, 1, 1), Ok((1 << 22) | (1 << 12) | 1));
+    assert_eq!(twitter(MAX_MILLIS, 1023, 4095), Ok(i64::MAX));
+    // the horizon's bound (MAX_MILLIS) is the last millisecond of this layout's time field
+    assert_eq!(MAX_MILLIS, Layout::TWITTER.max_time());
 }
 
 #[test]
@@ -268,14 +259,17 @@ fn same_millisecond_counts_the_sequence_up() {
     let ids: Vec<_> = (0..3)
         .map(|_| next_id(&state, &cfg(5, 0), &mut env).unwrap())
         .collect();
-    let parts: Vec<_> = ids.iter().map(|&id| decompose(id).unwrap()).collect();
-    for (i, p) in parts.iter().enumerate() {
+    let fields: Vec<_> = ids
+        .iter()
+        .map(|&id| Layout::TWITTER.decompose(id).unwrap())
+        .collect();
+    for (i, f) in fields.iter().enumerate() {
         assert_eq!(
-            *p,
-            Parts {
-                millis: T0 - EPOCH,
-                worker_id: 5,
-                sequence: i as u16
+            *f,
+            Fields {
+                time: T0 - EPOCH,
+                worker: 5,
+                sequence: i as u64
             }
         );
     }
@@ -292,10 +286,10 @@ fn an_exhausted_millisecond_waits_for_the_next() {
     assert_eq!(env.now, T0, "4,096 ids fit in one millisecond");
     let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
     assert_eq!(
-        decompose(id).unwrap(),
-        Parts {
-            millis: T0 + 1 - EPOCH,
-            worker_id: 0,
+        Layout::TWITTER.decompose(id).unwrap(),
+        Fields {
+            time: T0 + 1 - EPOCH,
+            worker: 0,
             sequence: 0
         }
     );
@@ -319,7 +313,7 @@ fn a_clock_step_back_within_the_limit_waits_it_out() {
         "slept until the clock was a millisecond from T0, then spun into it"
     );
     assert_eq!(env.now, T0);
-    assert_eq!(decompose(after).unwrap().millis, T0 - EPOCH);
+    assert_eq!(Layout::TWITTER.decompose(after).unwrap().time, T0 - EPOCH);
     let stats = state.stats(&BASE);
     assert_eq!((stats.clock_regressions, stats.max_regression_ms), (1, 40));
 }
@@ -356,7 +350,7 @@ fn a_clock_step_back_beyond_the_limit_is_an_error_and_issues_nothing() {
     assert_eq!(state.stats(&BASE).ids_issued, 1);
     env.now = T0;
     let next = next_id(&state, &cfg(0, 100), &mut env).unwrap();
-    assert_eq!(decompose(next).unwrap().millis, T0 - EPOCH);
+    assert_eq!(Layout::TWITTER.decompose(next).unwrap().time, T0 - EPOCH);
     assert_eq!(state.stats(&BASE).ids_issued, 2);
 }
 
@@ -417,7 +411,7 @@ fn a_taken_over_worker_id_resumes_after_its_floor_and_still_pushes_the_horizon()
     // from after the floor, with a horizon persisted that covers them.
     let mut env = FakeEnv::at(floor - 2_000);
     let id = next_id(&state, &cfg(3, 1_000), &mut env).unwrap();
-    let millis = decompose(id).unwrap().millis + EPOCH;
+    let millis = Layout::TWITTER.decompose(id).unwrap().time + EPOCH;
     assert_eq!(millis, floor + 1);
     assert!(
         *env.persisted.last().unwrap() >= millis,
@@ -451,7 +445,10 @@ fn a_restart_resumes_above_the_persisted_mark_even_with_the_clock_set_back() {
     env.now = mark - 500;
     let resumed = next_id(&second, &cfg(3, 1000), &mut env).unwrap();
     assert!(resumed > last);
-    assert_eq!(decompose(resumed).unwrap().millis + EPOCH, mark + 1);
+    assert_eq!(
+        Layout::TWITTER.decompose(resumed).unwrap().time + EPOCH,
+        mark + 1
+    );
     assert_eq!(
         second.stats(&BASE).ids_issued,
         1,
@@ -511,7 +508,10 @@ fn concurrent_generators_never_collide() {
         );
         for &id in batch {
             assert!(all.insert(id), "duplicate {id}");
-            assert!(decompose(id).unwrap().millis + EPOCH <= persisted.load(Ordering::SeqCst));
+            assert!(
+                Layout::TWITTER.decompose(id).unwrap().time + EPOCH
+                    <= persisted.load(Ordering::SeqCst)
+            );
         }
     }
     assert_eq!(all.len(), 4 * per_thread);
@@ -533,9 +533,9 @@ fn a_replayed_horizon_restarts_the_run_past_it_and_never_lowers_it() {
     assert!(s.replay_horizon(&BASE, T0 + 3_000));
     assert_eq!(s.stats(&BASE).horizon_unix_ms, T0 + 3_000);
     let after = next_id(&s, &cfg(2, 10_000), &mut env).unwrap();
-    let parts = decompose(after).unwrap();
+    let fields = Layout::TWITTER.decompose(after).unwrap();
     assert_eq!(
-        parts.millis + EPOCH,
+        fields.time + EPOCH,
         T0 + 3_001,
         "strictly after the replayed horizon"
     );
@@ -576,7 +576,7 @@ fn a_crash_lead_is_waited_out_whatever_the_wait_and_is_not_a_regression() {
     let mut env = FakeEnv::at(T0);
     let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
     assert_eq!(
-        decompose(id).unwrap().millis + EPOCH,
+        Layout::TWITTER.decompose(id).unwrap().time + EPOCH,
         T0 + HORIZON_LEAD_MS + 1
     );
     assert_eq!(env.sleeps.iter().sum::<u64>(), HORIZON_LEAD_MS);
@@ -616,7 +616,7 @@ fn a_clock_behind_the_recorded_horizon_beyond_the_lead_is_a_regression() {
     assert_eq!(state.stats(&BASE).ids_issued, 0);
     let id = next_id(&state, &cfg(0, 600), &mut env).unwrap();
     assert_eq!(
-        decompose(id).unwrap().millis + EPOCH,
+        Layout::TWITTER.decompose(id).unwrap().time + EPOCH,
         T0 + HORIZON_LEAD_MS + 501
     );
     // Once an id is issued, the run's own ids are the mark: no lead any more.
@@ -682,7 +682,7 @@ fn a_caller_waits_for_the_horizon_writer_through_the_environment() {
         state: &state,
     };
     let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
-    assert_eq!(decompose(id).unwrap().millis + EPOCH, T0 + 1);
+    assert_eq!(Layout::TWITTER.decompose(id).unwrap().time + EPOCH, T0 + 1);
     assert_eq!((env.waits, env.inner.spins), (3, 0));
 }
 
@@ -723,7 +723,7 @@ fn contention_costs_one_rmw_per_id_and_retries_only_where_a_millisecond_changes(
     assert_eq!(ids.len() as u64, THREADS * PER_THREAD, "no duplicate");
     let millis: HashSet<u64> = ids
         .iter()
-        .map(|&id| decompose(id).unwrap().millis)
+        .map(|&id| Layout::TWITTER.decompose(id).unwrap().time)
         .collect();
     let changes = millis.len() as u64;
     let (rmws, retries, costly) = results
@@ -820,7 +820,10 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
         );
         for &id in batch {
             assert!(all.insert(id), "duplicate {id}");
-            assert!(decompose(id).unwrap().millis + EPOCH <= persisted.load(Ordering::SeqCst));
+            assert!(
+                Layout::TWITTER.decompose(id).unwrap().time + EPOCH
+                    <= persisted.load(Ordering::SeqCst)
+            );
         }
     }
     let stats = state.stats(&BASE);
@@ -832,15 +835,15 @@ fn threads_under_a_clock_that_stalls_and_steps_back_never_collide() {
 #[test]
 fn layout_errors_say_which_field_is_out_of_range() {
     let texts = [
-        LayoutError::MillisOutOfRange(MAX_MILLIS + 1).to_string(),
-        LayoutError::WorkerOutOfRange(1024).to_string(),
-        LayoutError::SequenceOutOfRange(4096).to_string(),
-        LayoutError::NegativeId(-5).to_string(),
+        twitter(MAX_MILLIS + 1, 0, 0).unwrap_err().to_string(),
+        twitter(0, 1024, 0).unwrap_err().to_string(),
+        twitter(0, 0, 4096).unwrap_err().to_string(),
+        Layout::TWITTER.decompose(-5).unwrap_err().to_string(),
     ];
     assert_eq!(
         texts,
         [
-            "2199023255552 ms since the epoch does not fit in 41 bits (at most 2199023255551)",
+            "time 2199023255552 does not fit the layout's time field (at most 2199023255551)",
             "worker id 1024 is out of range 0..1023",
             "sequence 4096 is out of range 0..4095",
             "snowflake id -5 is negative: bit 63 is always 0",
@@ -852,62 +855,61 @@ fn layout_errors_say_which_field_is_out_of_range() {
 /// which set bit 63, are refused.
 #[test]
 fn decompose_takes_zero_and_refuses_only_negative_ids() {
+    let l = Layout::TWITTER;
     assert_eq!(
-        decompose(0),
-        Ok(Parts {
-            millis: 0,
-            worker_id: 0,
+        l.decompose(0),
+        Ok(Fields {
+            time: 0,
+            worker: 0,
             sequence: 0
         })
     );
-    assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
-    assert_eq!(decompose(i64::MIN), Err(LayoutError::NegativeId(i64::MIN)));
+    assert_eq!(l.decompose(-1), Err(LayoutError::NegativeId(-1)));
+    assert_eq!(
+        l.decompose(i64::MIN),
+        Err(LayoutError::NegativeId(i64::MIN))
+    );
 }
 
 /// The bound of a range scan by time: at or below every id of its millisecond, above every id
 /// of the millisecond before.
 #[test]
 fn the_lowest_id_of_a_millisecond_bounds_its_ids() {
-    assert_eq!(lowest_id_at(0), Ok(0));
-    assert_eq!(lowest_id_at(1), Ok(1 << 22));
-    assert_eq!(lowest_id_at(MAX_MILLIS), Ok(i64::MAX - 0x3f_ffff));
+    let l = Layout::TWITTER;
+    assert_eq!(l.lowest_id_at(0), Ok(0));
+    assert_eq!(l.lowest_id_at(1), Ok(1 << 22));
+    assert_eq!(l.lowest_id_at(MAX_MILLIS), Ok(i64::MAX - 0x3f_ffff));
     assert_eq!(
-        lowest_id_at(MAX_MILLIS + 1),
-        Err(LayoutError::MillisOutOfRange(MAX_MILLIS + 1))
+        l.lowest_id_at(MAX_MILLIS + 1),
+        Err(LayoutError::TimeOutOfRange(MAX_MILLIS + 1, MAX_MILLIS))
     );
     for millis in [1, T0 - EPOCH, MAX_MILLIS] {
-        let low = lowest_id_at(millis).unwrap();
-        let at = |millis, worker_id, sequence| {
-            compose(Parts {
-                millis,
-                worker_id,
-                sequence,
-            })
-            .unwrap()
-        };
+        let low = l.lowest_id_at(millis).unwrap();
+        let at = |millis, worker, sequence| twitter(millis, worker, sequence).unwrap();
         assert_eq!(low, at(millis, 0, 0));
-        assert!(low <= at(millis, 0, 1) && low < at(millis, MAX_WORKER_ID, 0));
-        assert!(at(millis - 1, MAX_WORKER_ID, MAX_SEQUENCE) < low);
+        assert!(low <= at(millis, 0, 1) && low < at(millis, l.max_worker(), 0));
+        assert!(at(millis - 1, l.max_worker(), l.max_sequence()) < low);
     }
 }
 
 /// The 41 bits' last millisecond still issues ids; only the one after it overflows.
 #[test]
 fn the_last_millisecond_of_41_bits_still_issues_ids() {
+    let worker = Layout::TWITTER.max_worker();
     let state = fresh();
     let mut env = FakeEnv::at(EPOCH + MAX_MILLIS);
-    let id = next_id(&state, &cfg(MAX_WORKER_ID, 0), &mut env).unwrap();
+    let id = next_id(&state, &cfg(worker as u16, 0), &mut env).unwrap();
     assert_eq!(
-        decompose(id).unwrap(),
-        Parts {
-            millis: MAX_MILLIS,
-            worker_id: MAX_WORKER_ID,
+        Layout::TWITTER.decompose(id).unwrap(),
+        Fields {
+            time: MAX_MILLIS,
+            worker,
             sequence: 0
         }
     );
     env.now += 1;
     assert!(matches!(
-        next_id(&state, &cfg(MAX_WORKER_ID, 0), &mut env),
+        next_id(&state, &cfg(worker as u16, 0), &mut env),
         Err(GenError::Overflow { .. })
     ));
 }
@@ -940,7 +942,7 @@ fn a_step_back_after_a_full_millisecond_is_measured_from_its_last_id() {
     // ... and within a 101 ms one: waited out, then the first id of T0 + 1.
     let (state, mut env) = fill(101);
     let id = next_id(&state, &cfg(0, 101), &mut env).unwrap();
-    assert_eq!(decompose(id).unwrap().millis + EPOCH, T0 + 1);
+    assert_eq!(Layout::TWITTER.decompose(id).unwrap().time + EPOCH, T0 + 1);
     assert_eq!(state.stats(&BASE).max_regression_ms, 101);
 }
 
@@ -1029,7 +1031,7 @@ fn a_writer_writes_nothing_when_another_pushed_the_horizon_far_enough_meanwhile(
             other_writer_publishes: Some(published),
         };
         let id = next_id(&state, &cfg(0, 0), &mut env).unwrap();
-        assert_eq!(decompose(id).unwrap().millis + EPOCH, T0);
+        assert_eq!(Layout::TWITTER.decompose(id).unwrap().time + EPOCH, T0);
         assert_eq!(env.inner.persisted, persisted, "published {published}");
         assert_eq!(
             state.stats(&BASE).horizon_unix_ms,
