@@ -179,6 +179,42 @@ def test_an_earlier_epoch_is_taken_at_once_and_discords_layout_is_twitters(clust
     assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
 
 
+def test_after_a_crash_the_settings_are_judged_as_after_a_clean_stop_and_an_unused_layout_traps_nothing(
+        cluster_factory):
+    """Crash recovery replays the server's own WAL, not a primary's: Twitter's layout to
+    Instagram's after a crash is taken as after a clean stop. No id was made under Instagram's,
+    so the file keeps naming Twitter's, and Twitter's again is taken without a refusal. A later
+    epoch after a crash is refused as the id-space change it is, not as a primary's."""
+    c = cluster_factory("crashed", worker_id=5)
+    c.q("CREATE EXTENSION idgen")
+    c.q("CREATE TABLE t (id bigint)")
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20000)")
+    top = c.one("SELECT max(id) FROM t")
+    c.stop("immediate")
+    c.append_conf("idgen.layout = 'instagram'")
+    c.start()
+    assert c.one("SELECT count(*) FROM idgen_stats()") == 1  # the server runs; no id asked for
+    assert "idgen.layout instagram, before under" in c.log() and "the primary's idgen.layout" not in c.log(), \
+        c.log()[-3000:]
+    c.stop()
+    assert "layout=" not in horizon_file(c), "no id was made under Instagram's: the file names Twitter's"
+    c.append_conf("idgen.layout = 'twitter'")
+    c.start()
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20000)")
+    assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
+    top = c.one("SELECT max(id) FROM t")
+    c.stop("immediate")
+    c.append_conf(f"idgen.epoch = '{EPOCH + 3000}'")
+    c.start()
+    text = sqlstate_and_hint(c.error("SELECT snowflake_next()"))
+    assert text.startswith(f"55000: snowflake_next() refuses to run: this server makes ids under idgen.epoch "
+                           f"{EPOCH + 3000}"), text
+    c.append_conf(f"idgen.epoch = '{EPOCH}'")
+    c.stop()
+    c.start()
+    assert c.one(f"SELECT snowflake_next() > {top}")
+
+
 def test_a_standby_with_another_layout_warns_and_refuses_ids_after_promotion(cluster_factory):
     primary = cluster_factory("primary", worker_id=1, conf=["idgen.layout = 'instagram'"])
     primary.q("CREATE EXTENSION idgen")

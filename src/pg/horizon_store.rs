@@ -100,10 +100,11 @@ impl snowflake::Env for Backend {
 }
 
 fn write_file(unix_ms: u64) -> std::io::Result<()> {
+    let space = written_space();
     let mark = Mark {
         unix_ms,
-        layout: written_layout(),
-        epoch_ms: Some(written_epoch()),
+        layout: space.layout,
+        epoch_ms: Some(space.epoch_unix_ms),
         primary_epoch_ms: shared::epoch_conflict(),
         primary_layout: shared::layout_conflict(),
     };
@@ -112,25 +113,48 @@ fn write_file(unix_ms: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The layout the file names: this server's, unless a change to it was refused at start-up
-/// (then nothing is issued under the new one, and the file keeps naming the old).
-static RECORDED_LAYOUT_CODE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-fn written_layout() -> idgen_core::layout::Layout {
-    idgen_core::layout::Layout::from_code(RECORDED_LAYOUT_CODE.load(Ordering::Relaxed))
-        .unwrap_or_else(settings::layout)
+/// The id space the file names for the ids up to its horizon:
+/// - the one it recorded at start-up, when a change from it was refused (nothing was issued
+///   under the new settings) or accepted but no snowflake id has been made under them yet (a
+///   layout is recorded only once an id was made under it: putting the old settings back then
+///   meets no refusal);
+/// - the primary's, where a standby replayed a primary of another epoch or layout (shared
+///   memory: the startup process learns it, the postmaster's shutdown writes it);
+/// - else this server's.
+fn written_space() -> snowflake::TimeBase {
+    let own = settings::time_base();
+    if let Some(kept) = kept_space() {
+        let issued_under_own = shared::snowflake_state().stats(&own).last_millis.is_some();
+        if REFUSED.load(Ordering::Relaxed) || !issued_under_own {
+            return kept;
+        }
+    }
+    snowflake::TimeBase {
+        epoch_unix_ms: shared::epoch_conflict().unwrap_or(own.epoch_unix_ms),
+        layout: shared::layout_conflict().unwrap_or(own.layout),
+    }
 }
 
-/// The epoch the file names, as the layout: this server's unless a change was refused at
-/// start-up or the primary replayed has another (`OWN`).
-static RECORDED_EPOCH: AtomicU64 = AtomicU64::new(OWN);
+/// The id space the file recorded at start-up, where it differs from this server's; set in the
+/// postmaster and inherited by every process it starts.
+static KEPT_EPOCH: AtomicU64 = AtomicU64::new(OWN);
+static KEPT_LAYOUT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Whether the change from it was refused.
+static REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 const OWN: u64 = u64::MAX;
 
-fn written_epoch() -> u64 {
-    match RECORDED_EPOCH.load(Ordering::Relaxed) {
-        OWN => settings::epoch_ms(),
-        epoch => epoch,
-    }
+fn kept_space() -> Option<snowflake::TimeBase> {
+    let layout = idgen_core::layout::Layout::from_code(KEPT_LAYOUT.load(Ordering::Relaxed))?;
+    Some(snowflake::TimeBase {
+        epoch_unix_ms: KEPT_EPOCH.load(Ordering::Relaxed),
+        layout,
+    })
+}
+
+fn keep_space(kept: Option<snowflake::TimeBase>, refused: bool) {
+    KEPT_EPOCH.store(kept.map_or(OWN, |b| b.epoch_unix_ms), Ordering::Relaxed);
+    KEPT_LAYOUT.store(kept.map_or(0, |b| b.layout.to_code()), Ordering::Relaxed);
+    REFUSED.store(refused, Ordering::Relaxed);
 }
 
 /// Where this run's ids resume after a change of epoch or layout at start-up: the id space the
@@ -263,8 +287,7 @@ unsafe extern "C-unwind" fn on_shmem_shutdown(code: i32, _arg: pg_sys::Datum) {
 /// The file records the new space from its next write, which comes before the first id under it.
 /// A file written before 0.3.0 records no epoch: it is taken as this server's.
 fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
-    RECORDED_LAYOUT_CODE.store(0, Ordering::Relaxed);
-    RECORDED_EPOCH.store(OWN, Ordering::Relaxed);
+    keep_space(None, false);
     CHANGED_FLOOR.store(OWN, Ordering::Relaxed);
     shared::set_id_space_refused(None);
     let Some(mark) = mark else { return };
@@ -283,6 +306,8 @@ fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
         errors::id_space(recorded.epoch_unix_ms, recorded.layout),
         errors::id_space(own.epoch_unix_ms, own.layout),
     );
+    // until a snowflake id is made under the new settings, the file keeps naming the old
+    keep_space(Some(recorded), false);
     match floor {
         Some(floor) if floor <= mark.unix_ms => {
             error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake ids now made under {now}, before under {then}"))
@@ -299,8 +324,7 @@ fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
                 .log();
         }
         _ => {
-            RECORDED_LAYOUT_CODE.store(mark.layout.to_code(), Ordering::Relaxed);
-            RECORDED_EPOCH.store(recorded.epoch_unix_ms, Ordering::Relaxed);
+            keep_space(Some(recorded), true);
             shared::set_id_space_refused(Some((recorded, floor)));
             let when = floor.map_or(
                 "at no time before the layout's time field ends".to_string(),
@@ -350,25 +374,45 @@ fn replay(record: horizon::Record) {
     if !shared::preloaded() {
         return;
     }
-    let own_epoch = settings::epoch_ms();
-    let conflict = (record.epoch_unix_ms != own_epoch).then_some(record.epoch_unix_ms);
-    if let Some(primary) = conflict {
-        warn_epoch_conflict(primary);
+    // Crash recovery replays this server's own WAL, written under the settings of its last run.
+    // The start-up check compared those with the present ones as the horizon file recorded them;
+    // a record here may be half a second past the file (the file is written after the WAL), so
+    // an own record of another id space moves the run past it the same way. Only WAL from
+    // elsewhere (a standby's primary, the archive a restore reads) is a primary's, whose
+    // settings must match.
+    let from_a_primary = unsafe { pg_sys::ArchiveRecoveryRequested };
+    let state = shared::snowflake_state();
+    let own_base = settings::time_base();
+    let record_space = snowflake::TimeBase {
+        epoch_unix_ms: record.epoch_unix_ms,
+        layout: record.layout,
+    };
+    let mut conflict_changed = false;
+    if from_a_primary {
+        let conflict =
+            (record.epoch_unix_ms != own_base.epoch_unix_ms).then_some(record.epoch_unix_ms);
+        if let Some(primary) = conflict {
+            warn_epoch_conflict(primary);
+        }
+        let layout_conflict = (!record.layout.same_ids(&own_base.layout)).then_some(record.layout);
+        if let Some(primary) = layout_conflict {
+            warn_layout_conflict(primary);
+        }
+        conflict_changed =
+            conflict != shared::epoch_conflict() || layout_conflict != shared::layout_conflict();
+        shared::set_epoch_conflict(conflict);
+        shared::set_layout_conflict(layout_conflict);
+    } else if !own_base.same_ids(&record_space) && !REFUSED.load(Ordering::Relaxed) {
+        // (where the start-up check refused the change, no id is made: the run stays where the
+        // file put it, so that a shutdown records no horizon past what was issued)
+        let margin = settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS);
+        match own_base.floor_above(&record_space, record.horizon_unix_ms, margin) {
+            Some(floor) => {
+                state.resume_after(&own_base, floor);
+            }
+            None => shared::set_id_space_refused(Some((record_space, None))),
+        }
     }
-    let layout_conflict = (record.layout != settings::layout()).then_some(record.layout);
-    if let Some(primary) = layout_conflict {
-        warn_layout_conflict(primary);
-    }
-    // the file names the id space the ids up to its horizon were made under: the primary's
-    RECORDED_LAYOUT_CODE.store(
-        layout_conflict.map_or(0, |l| l.to_code()),
-        Ordering::Relaxed,
-    );
-    RECORDED_EPOCH.store(conflict.unwrap_or(OWN), Ordering::Relaxed);
-    let conflict_changed =
-        conflict != shared::epoch_conflict() || layout_conflict != shared::layout_conflict();
-    shared::set_epoch_conflict(conflict);
-    shared::set_layout_conflict(layout_conflict);
     if let Some(own) = settings::worker_id_if_set().map(i32::from) {
         if record.worker_id >= 0
             && record.worker_id != own
@@ -381,8 +425,7 @@ fn replay(record: horizon::Record) {
                 .log();
         }
     }
-    let state = shared::snowflake_state();
-    let rose = state.replay_horizon(&settings::time_base(), record.horizon_unix_ms);
+    let rose = state.replay_horizon(&own_base, record.horizon_unix_ms);
     if rose {
         uuid7::raise_past(shared::uuid7_shared_word(), record.horizon_unix_ms);
     }
