@@ -65,8 +65,8 @@ MUTANTS = [
         "replay-epoch-check-skipped",
         "a standby with another idgen.epoch than its primary's refuses ids after promotion",
         "src/pg/horizon_store.rs",
-        "    let conflict = (record.epoch_unix_ms != own_epoch).then_some(record.epoch_unix_ms);",
-        "    let conflict: Option<u64> = None;",
+        "            (record.epoch_unix_ms != own_base.epoch_unix_ms).then_some(record.epoch_unix_ms);",
+        "            None::<u64>;",
         ("pg_test/test_horizon_push.py::test_a_standby_with_another_epoch_warns_and_refuses_ids_after_promotion",),
     ),
     Mutant(
