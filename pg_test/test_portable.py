@@ -53,6 +53,53 @@ def both(module_factory):
     return c
 
 
+def e_literal(text):
+    """text as an E'' literal, every character escaped (control and Unicode blanks included)."""
+    return "E'" + "".join(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}" for ch in text) + "'"
+
+
+# Blanks idgen ignores around a layout and its parts (src/core/src/layout.rs, BLANKS), and Unicode
+# blanks it does not: the extension and the portable edition must read every one alike.
+ASCII_BLANKS = [" ", "\t", "\n", "\r", "\x0b", "\x0c"]
+UNICODE_BLANKS = ["\u00a0", "\u0085", "\u1680", "\u2003", "\u2028", "\u3000", "\ufeff"]
+LAYOUT_TEXTS = ["twitter", "Instagram", "DISCORD", "sonyflake", "js53", "40/12/11/10ms", "40/12/11", "+40/12/11/10",
+                "40/012/11/10", "41/13/10/1ms", "banana", "42/11/12", "40/12/11/10 ms", "40/12/11/7ms", "", "/"]
+
+
+def layout_spellings():
+    out = []
+    for text in LAYOUT_TEXTS:
+        for b in ASCII_BLANKS + UNICODE_BLANKS:
+            out += [b + text, text + b, text.replace("/", b + "/" + b)]
+    return sorted(set(out))
+
+
+def test_the_extension_and_the_portable_edition_read_every_layout_spelling_alike(both):
+    """Names and splits with every ASCII blank idgen ignores, and Unicode blanks it does not,
+    around the whole and around each part: the extension's decoders and the portable edition's
+    take the same ones (with the same fields) and refuse the same ones with 22023."""
+    spellings = layout_spellings()
+    values = ", ".join(f"({i}, {e_literal(t)})" for i, t in enumerate(spellings))
+    rows = both.q(f"""
+        SELECT i, ext, por FROM (VALUES {values}) v(i, t), LATERAL (SELECT
+          sqlstate_of(format('SELECT snowflake_worker_id(123456789012345, %L)', t)) AS ext_state,
+          sqlstate_of(format('SELECT portable.snowflake_worker_id(123456789012345, %L)', t)) AS por_state) s,
+          LATERAL (SELECT CASE WHEN ext_state = 'ok' THEN format('%s/%s/%s', snowflake_worker_id(123456789012345, t),
+                       snowflake_sequence(123456789012345, t), snowflake_timestamp(123456789012345, 0, t))
+                     ELSE ext_state END AS ext,
+                  CASE WHEN por_state = 'ok' THEN format('%s/%s/%s', portable.snowflake_worker_id(123456789012345, t),
+                       portable.snowflake_sequence(123456789012345, t),
+                       portable.snowflake_timestamp(123456789012345, 0, t))
+                     ELSE por_state END AS por) d""", db="parity")
+    differ = [(spellings[i], ext, por) for i, ext, por in rows if ext != por]
+    assert not differ, differ[:10]
+    taken = sum(ext not in ("22023",) for _, ext, _ in rows)
+    assert len(rows) == len(spellings) and 0 < taken < len(rows), (taken, len(rows))
+    # the rule itself: an ASCII blank is ignored, a Unicode one is not
+    assert dict((spellings[i], ext) for i, ext, _ in rows)["\u00a0twitter"] == "22023"
+    assert dict((spellings[i], ext) for i, ext, _ in rows)["\ttwitter"] != "22023"
+
+
 # Inputs: 100,000 random rows plus the boundaries, as SQL with a column x (and w, a where used).
 NUMBERS = (f"SELECT x FROM (SELECT setseed(0.42)) s, LATERAL (SELECT ((random() * 9223372036854775807)::bigint"
            f" >> (random() * 63)::int) AS x FROM generate_series(1, {ROWS})) g"
@@ -447,7 +494,8 @@ def test_the_switch_refuses_without_the_extension(cluster_factory):
 def test_the_switch_takes_the_layout_along_and_refuses_another(cluster_factory):
     """A js53 portable edition moves to a js53 server: new ids above the old, still below 2^53.
     Onto a server of another layout it refuses, naming both, and changes nothing."""
-    c = cluster_factory("js53-switch", worker_id=5, conf=["idgen.layout = 'js53'"])
+    # the server's setting spelled otherwise than the portable edition's canonical 'js53'
+    c = cluster_factory("js53-switch", worker_id=5, conf=["idgen.layout = ' 38/7/8/10 '"])
     c.q("CREATE DATABASE app")
     install(c, "worker_id=5", "layout=js53", db="app")
     c.q("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), n int)",

@@ -998,10 +998,25 @@ def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_o
     assert reg.one("SELECT count(*) FROM idgen_registry.holders", db="registry") == 2, "it leased nothing"
 
 
+@pytest.mark.parametrize("given, stored", [
+    ("41/13/10/1ms", "instagram"),  # a split with a name goes by it, as a server sends it
+    (" 40/012/11/10 ", "40/12/11/10ms"),
+    ("\tJS53\n", "js53"),
+    ("42/10/12", "discord"),
+])
+@pytest.mark.default_and_newest(SQL_RULES)
+def test_a_registry_stores_its_layout_as_a_server_sends_it(cluster_factory, given, stored):
+    reg = cluster_factory("registry", preload=False)
+    install_registry(reg, layout=given)
+    assert reg.one("SELECT layout FROM idgen_registry.layout", db="registry") == stored
+
+
 @pytest.mark.parametrize("layout, says", [
     ("banana", "layout banana is not one this registry can serve"),
     ("40/17/6/1ms", "layout 40/17/6/1ms is not one this registry can serve"),
-    ("41/13/10/1ms", "layout 41/13/10/1ms has a name, and idgen writes it by its name"),
+    ("60/16/40/1ms", "layout 60/16/40/1ms is not one this registry can serve"),  # no bigint holds it
+    ("20/16/8/1ms", "layout 20/16/8/1ms is not one this registry can serve"),  # 17 minutes of ids
+    ("\u00a0twitter", "layout \u00a0twitter is not one this registry can serve"),  # idgen refuses it too
 ])
 @pytest.mark.default_and_newest(SQL_RULES)
 def test_a_registry_is_not_installed_for_a_layout_it_cannot_serve(cluster_factory, layout, says):

@@ -70,6 +70,15 @@ MUTANTS = [
         ("pg_test/test_horizon_push.py::test_a_standby_with_another_epoch_warns_and_refuses_ids_after_promotion",),
     ),
     Mutant(
+        "startup-epoch-check-skipped",
+        "a restart under another idgen.epoch never issues an id below, or equal to, one issued before",
+        "src/pg/horizon_store.rs",
+        "        epoch_unix_ms: mark.epoch_ms.unwrap_or(own.epoch_unix_ms),",
+        "        epoch_unix_ms: own.epoch_unix_ms,",
+        ("pg_test/test_layouts.py::test_a_later_epoch_after_a_clean_stop_never_reissues_an_id",
+         "pg_test/test_layouts.py::test_a_slightly_later_epoch_is_taken_and_its_first_ids_wait_for_the_clock"),
+    ),
+    Mutant(
         "crash-lead-ignored",
         "the lead a crash leaves is waited out, never held against idgen.max_clock_wait",
         "src/core/src/snowflake.rs",

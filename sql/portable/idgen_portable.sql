@@ -354,8 +354,10 @@ CREATE OR REPLACE FUNCTION idgen_portable_layout(layout text, OUT time_bits inte
                                                  OUT sequence_above boolean)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 DECLARE
-  t text := pg_catalog.lower(pg_catalog.btrim(layout));
-  unparsable text := pg_catalog.format('"%s" is not a snowflake layout', pg_catalog.btrim(layout));
+  -- blanks and case as idgen reads them (src/core/src/layout.rs, BLANKS): ASCII ones only
+  t text := pg_catalog.translate(pg_catalog.btrim(layout, E' \t\n\r\013\014'),
+                                 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz');
+  unparsable text := pg_catalog.format('"%s" is not a snowflake layout', pg_catalog.btrim(layout, E' \t\n\r\013\014'));
   parts text[];
   n numeric[];
   usable integer;
@@ -379,9 +381,9 @@ BEGIN
       why := unparsable;
     ELSE
       FOR i IN 1 .. pg_catalog.cardinality(parts) LOOP
-        parts[i] := pg_catalog.btrim(parts[i]);
+        parts[i] := pg_catalog.btrim(parts[i], E' \t\n\r\013\014');
         IF i OPERATOR(pg_catalog.=) 4 THEN
-          parts[i] := pg_catalog.btrim(pg_catalog.regexp_replace(parts[i], 'ms$', ''));
+          parts[i] := pg_catalog.btrim(pg_catalog.regexp_replace(parts[i], 'ms$', ''), E' \t\n\r\013\014');
         END IF;
         -- at most 20 digits: Rust's u32 and u64, which idgen parses them as, take no more
         IF parts[i] OPERATOR(pg_catalog.!~) '^\+?[0-9]{1,20}$' THEN
@@ -636,7 +638,7 @@ DECLARE
   worker text := current_setting('idgen_portable.worker_id');
   epoch text := current_setting('idgen_portable.epoch');
   grant_to text := current_setting('idgen_portable.grant_to');
-  layout text := lower(btrim(current_setting('idgen_portable.layout')));
+  layout text := current_setting('idgen_portable.layout');  -- read by idgen_portable_layout()
   l record;
   installed text;
   state regclass := to_regclass(quote_ident(current_schema()) || '.idgen_portable_snowflake_state');

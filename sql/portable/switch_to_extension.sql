@@ -38,6 +38,7 @@ DECLARE
   s text := current_schema();
   installed record;
   installed_layout text;
+  same_layout boolean;
   layout_shift integer;
   layout_unit integer;
   state_c bigint;
@@ -72,7 +73,19 @@ BEGIN
   IF to_regprocedure(quote_ident(s) || '.idgen_portable_installed_layout()') IS NOT NULL THEN
     EXECUTE format('SELECT %I.idgen_portable_installed_layout()', s) INTO installed_layout;
   END IF;
-  IF coalesce(current_setting('idgen.layout', true), 'twitter') <> installed_layout THEN
+  -- compared as ids, not as text: '41/13/10' and ' Instagram' are Instagram's layout, and
+  -- Discord's is Twitter's (its 42nd time bit is the sign bit)
+  IF to_regprocedure(quote_ident(s) || '.idgen_portable_layout(text)') IS NOT NULL THEN
+    EXECUTE format('SELECT (SELECT ROW(LEAST(time_bits, 63 - worker_bits - sequence_bits), worker_bits, sequence_bits,'
+                   ' unit_ms, sequence_above)::text FROM %1$I.idgen_portable_layout(%2$L))'
+                   ' = (SELECT ROW(LEAST(time_bits, 63 - worker_bits - sequence_bits), worker_bits, sequence_bits,'
+                   ' unit_ms, sequence_above)::text FROM %1$I.idgen_portable_layout(%3$L))',
+                   s, coalesce(current_setting('idgen.layout', true), 'twitter'), installed_layout)
+      INTO same_layout;
+  ELSE
+    same_layout := lower(btrim(coalesce(current_setting('idgen.layout', true), 'twitter'))) = installed_layout;
+  END IF;
+  IF NOT same_layout THEN
     RAISE EXCEPTION 'idgen.layout is %, the portable edition was installed with layout %',
       coalesce(current_setting('idgen.layout', true), 'twitter'), installed_layout
       USING ERRCODE = 'object_not_in_prerequisite_state',

@@ -65,28 +65,59 @@ CREATE TABLE idgen_registry.layout (
 REVOKE ALL ON TABLE idgen_registry.layout FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry.layout TO idgen_fleet;
 
--- The named layouts' worker fields; an explicit one in the form idgen writes, whose split is
--- not a named one's (idgen names those, so a server would never match it). idgen checks the
--- rest of a layout (it fits a bigint, it lasts 10 years) when it starts.
+-- The layout, read as idgen reads idgen.layout (src/core/src/layout.rs: ASCII blanks around the
+-- whole and each part, ASCII case, an optional unit with or without "ms") and stored as idgen
+-- writes it, which is what a server sends: a named layout's name (an explicit split equal to a
+-- named one's goes by the name), else time/worker/sequence/unit. A split idgen would refuse
+-- (it does not fit a bigint, a unit other than 1, 10, 100 or 1000 ms, a life under 10 years) is
+-- refused here too, and so is a worker field wider than 16 bits.
 SET LOCAL idgen_registry.install_layout = :'layout';
 DO $layout$
 DECLARE
-    l text := pg_catalog.lower(pg_catalog.btrim(pg_catalog.current_setting('idgen_registry.install_layout')));
-    bits integer := CASE l WHEN 'twitter' THEN 10 WHEN 'instagram' THEN 13 WHEN 'discord' THEN 10
-                           WHEN 'sonyflake' THEN 16 WHEN 'js53' THEN 7
-                           ELSE (pg_catalog.regexp_match(l, '^[0-9]{1,2}/([0-9]{1,2})/[0-9]{1,2}/(1|10|100|1000)ms$'))[1]::integer
-                      END;
+    blanks constant text := E' \t\n\r\013\014';
+    given text := pg_catalog.current_setting('idgen_registry.install_layout');
+    l text := pg_catalog.translate(pg_catalog.btrim(given, blanks),
+                                   'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz');
+    parts text[] := pg_catalog.string_to_array(l, '/');
+    n numeric[];
+    usable numeric;
+    bits integer;
 BEGIN
-    IF bits IS NULL OR bits NOT BETWEEN 1 AND 16 THEN
-        RAISE EXCEPTION 'layout % is not one this registry can serve', l
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Name one (twitter, instagram, discord, sonyflake, js53), or give time/worker/sequence/unit as idgen writes it, e.g. 40/12/11/10ms, with a worker field of 1 to 16 bits.';
+    IF l NOT IN ('twitter', 'instagram', 'discord', 'sonyflake', 'js53') THEN
+        IF pg_catalog.cardinality(parts) BETWEEN 3 AND 4 THEN
+            FOR i IN 1 .. pg_catalog.cardinality(parts) LOOP
+                parts[i] := pg_catalog.btrim(parts[i], blanks);
+                IF i = 4 THEN
+                    parts[i] := pg_catalog.btrim(pg_catalog.regexp_replace(parts[i], 'ms$', ''), blanks);
+                END IF;
+                EXIT WHEN parts[i] !~ '^\+?[0-9]{1,20}$';
+                n[i] := parts[i]::numeric;
+            END LOOP;
+        END IF;
+        IF pg_catalog.cardinality(n) = 3 THEN
+            n[4] := 1;
+        END IF;
+        IF pg_catalog.cardinality(n) = 4 AND n[1] >= 1 AND n[2] BETWEEN 1 AND 16 AND n[3] >= 1
+           AND n[1] + n[2] + n[3] <= 64 AND n[4] IN (1, 10, 100, 1000) THEN
+            usable := LEAST(n[1], 63 - n[2] - n[3]);
+            IF usable >= 1 AND (2 ^ usable) * n[4] >= 10 * 31556952000 THEN
+                l := pg_catalog.format('%s/%s/%s/%sms', n[1], n[2], n[3], n[4]);
+                l := CASE l WHEN '41/10/12/1ms' THEN 'twitter' WHEN '41/13/10/1ms' THEN 'instagram'
+                            WHEN '42/10/12/1ms' THEN 'discord' WHEN '38/7/8/10ms' THEN 'js53' ELSE l END;
+            ELSE
+                l := NULL;
+            END IF;
+        ELSE
+            l := NULL;
+        END IF;
     END IF;
-    IF l IN ('41/10/12/1ms', '41/13/10/1ms', '42/10/12/1ms', '38/7/8/10ms') THEN
-        RAISE EXCEPTION 'layout % has a name, and idgen writes it by its name', l
+    bits := CASE l WHEN 'twitter' THEN 10 WHEN 'instagram' THEN 13 WHEN 'discord' THEN 10
+                   WHEN 'sonyflake' THEN 16 WHEN 'js53' THEN 7
+                   ELSE (pg_catalog.regexp_match(l, '^[0-9]+/([0-9]+)/'))[1]::integer END;
+    IF l IS NULL OR bits IS NULL THEN
+        RAISE EXCEPTION 'layout % is not one this registry can serve', pg_catalog.btrim(given, blanks)
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Install with -v layout=' || CASE l WHEN '41/10/12/1ms' THEN 'twitter' WHEN '41/13/10/1ms' THEN 'instagram'
-                                                         WHEN '42/10/12/1ms' THEN 'discord' ELSE 'js53' END || '.';
+                  HINT = 'Name one (twitter, instagram, discord, sonyflake, js53), or give time/worker/sequence/unit as idgen.layout takes it, e.g. 40/12/11/10ms: it must fit a bigint, last 10 years, and have a worker field of 1 to 16 bits.';
     END IF;
     INSERT INTO idgen_registry.layout (layout, worker_bits) VALUES (l, bits);
 END

@@ -123,6 +123,10 @@ impl fmt::Display for LayoutError {
     }
 }
 
+/// What a layout's text may have around it and its parts: ASCII space, tab, newline, carriage
+/// return, vertical tab and form feed (SQL's `E' \t\n\r\013\014'`), not Unicode's other blanks.
+pub const BLANKS: &[char] = &[' ', '\t', '\n', '\r', '\x0B', '\x0C'];
+
 /// An id's three fields, the time in the layout's units since the epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fields {
@@ -197,14 +201,17 @@ impl Layout {
     }
 
     /// A name, or `time/worker/sequence` bits with an optional unit (`/10` or `/10ms`; 1 ms if
-    /// none), worker above sequence. Surrounding blanks and case are ignored.
+    /// none), worker above sequence. Blanks (`BLANKS`) around the whole and around each part,
+    /// and the case of ASCII letters, are ignored; nothing else is. The portable edition's
+    /// `idgen_portable_layout()` and the registry's installer read a layout by the same rule
+    /// (pg_test/test_portable.py checks the two agree over generated strings).
     pub fn parse(text: &str) -> Result<Layout, LayoutError> {
-        let t = text.trim().to_ascii_lowercase();
+        let t = text.trim_matches(BLANKS).to_ascii_lowercase();
         if let Some(layout) = Layout::named(&t) {
             return Ok(layout);
         }
-        let unparsable = || LayoutError::Unparsable(text.trim().to_string());
-        let parts: Vec<&str> = t.split('/').map(str::trim).collect();
+        let unparsable = || LayoutError::Unparsable(text.trim_matches(BLANKS).to_string());
+        let parts: Vec<&str> = t.split('/').map(|p| p.trim_matches(BLANKS)).collect();
         if !(3..=4).contains(&parts.len()) {
             return Err(unparsable());
         }
@@ -214,7 +221,7 @@ impl Layout {
             Some(u) => u
                 .strip_suffix("ms")
                 .unwrap_or(u)
-                .trim()
+                .trim_matches(BLANKS)
                 .parse::<u64>()
                 .map_err(|_| unparsable())?,
         };
