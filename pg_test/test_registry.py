@@ -503,6 +503,30 @@ def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_fact
     assert status(c)["worker_id"] == held and ids(c, 10)
 
 
+def test_a_server_stops_at_once_while_its_lease_worker_waits_for_the_registry(cluster_factory, registry):
+    """A fast shutdown whose SIGTERM reaches the lease worker while it waits for the registry's
+    answer (here every claim waits 2 s for a lock the registry's owner holds): the worker once
+    read that SIGTERM there, forgot it, and renewed for ever, so pg_ctl stop gave up after 60 s."""
+    c = member(cluster_factory, "waiting", registry)
+    assert first_ids(c, 10)
+    blocker = registry.connect(db="registry")
+    try:
+        with blocker.cursor() as cur:
+            cur.execute("BEGIN; LOCK TABLE idgen_registry.lease IN ACCESS EXCLUSIVE MODE")
+        # the worker's next renewals wait on the lock (each for its 2 s lock_timeout)
+        wait_until("a renewal waiting on the lock", lambda: registry.one(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = 'registry'") > 0,
+            timeout=15)
+        for _ in range(3):  # land the SIGTERM inside a wait, whatever the phase of its retries
+            c.stop()  # raises when pg_ctl gives up on the shutdown (60 s)
+            c.start()
+            wait_until("a renewal waiting on the lock again", lambda: registry.one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = 'registry'") > 0,
+                timeout=15)
+    finally:
+        blocker.close()
+
+
 def _pid_or_none(c):
     try:
         return lease_worker_pid(c)

@@ -296,7 +296,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
     // A neutral application_name: any role on the registry can read pg_stat_activity.
     let mut registry = Registry::new(&conninfo, "idgen lease worker");
     let mut standing = INFO.share().standing();
-    let stop = || BackgroundWorker::sigterm_received();
+    let stop = stopping;
     loop {
         if stop() {
             exit_for_restart();
@@ -304,7 +304,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
         if let Standing::Refused(Refusal::Lost { .. }) = standing {
             // Nothing to claim: a lost lease is not replaced under running backends (a restart
             // claims again), and claiming another id would only keep it from other servers.
-            if !BackgroundWorker::wait_latch(Some(Duration::from_secs(3600))) {
+            if !wait(Duration::from_secs(3600)) {
                 exit_for_restart();
             }
             continue;
@@ -420,10 +420,32 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                 lease::retry_interval_ms(lease_ms)
             }
         };
-        if !BackgroundWorker::wait_latch(Some(Duration::from_millis(wait_ms))) {
+        if !wait(Duration::from_millis(wait_ms)) {
             exit_for_restart();
         }
     }
+}
+
+/// Whether SIGTERM has come. Once seen it stays seen: pgrx's `sigterm_received()` clears the
+/// flag it reads, and the registry client polls it while it waits for the registry, so a
+/// SIGTERM that landed there was once forgotten by the loop here, which then renewed for ever
+/// and held up the server's shutdown.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+fn stopping() -> bool {
+    if BackgroundWorker::sigterm_received() {
+        STOPPING.store(true, Ordering::Relaxed);
+    }
+    STOPPING.load(Ordering::Relaxed)
+}
+
+/// Waits on the latch; false once the worker must stop (SIGTERM, now or before, or the
+/// postmaster gone).
+fn wait(timeout: Duration) -> bool {
+    if !BackgroundWorker::wait_latch(Some(timeout)) {
+        STOPPING.store(true, Ordering::Relaxed);
+    }
+    !stopping()
 }
 
 /// Exits with code 1: PostgreSQL restarts a background worker that exits so (after its restart
