@@ -35,7 +35,7 @@ def test_every_step_the_run_times_has_a_budget():
 def test_the_budget_table_in_docs_testing_md_is_the_one_the_run_reads():
     with open(os.path.join(ROOT, "docs", "testing.md")) as f:
         text = f.read()
-    table = text.split("## The budget", 1)[1]
+    table = text.split("## The budget", 1)[1].split("\nThat is ", 1)[0]  # its first table
     documented = {}
     for name, cells in re.findall(r"^\| ([^|]+?) \|((?: *[\d—]+ *\|)+)\s*$", table, re.M):
         if name.strip() == "step":
