@@ -10,6 +10,33 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Microseconds from 1970-01-01 to Postgres' own epoch, 2000-01-01.
+pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+/// The same in milliseconds (it is a whole number of them).
+pub const PG_EPOCH_OFFSET_MS: i64 = PG_EPOCH_OFFSET_US / 1000;
+
+/// PostgreSQL's microseconds of a Unix millisecond, or None past what an i64 holds.
+pub fn pg_us_of_unix_ms(ms: u64) -> Option<i64> {
+    i64::try_from(ms)
+        .ok()?
+        .checked_sub(PG_EPOCH_OFFSET_MS)?
+        .checked_mul(1000)
+}
+
+/// A Unix millisecond as PostgreSQL prints a timestamptz, for messages ("<ms> (Unix ms)" past
+/// its range).
+pub fn timestamptz_text(ms: u64) -> String {
+    match pg_us_of_unix_ms(ms) {
+        // SAFETY: returns a pointer to a static buffer, copied out at once.
+        Some(us) => unsafe {
+            std::ffi::CStr::from_ptr(pgrx::pg_sys::timestamptz_to_str(us))
+                .to_string_lossy()
+                .into_owned()
+        },
+        None => format!("{ms} (Unix ms)"),
+    }
+}
+
 pub fn now_unix_ms() -> u64 {
     // A clock before 1970 reads as 0: the generator then reports it as before the epoch.
     let real = SystemTime::now()

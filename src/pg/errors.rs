@@ -57,24 +57,6 @@ pub fn not_preloaded(what: &str) -> ! {
         .raise()
 }
 
-/// A Unix millisecond as PostgreSQL prints a timestamptz, for messages.
-pub fn timestamp_of_unix_ms(ms: u64) -> String {
-    const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
-    let us = i64::try_from(ms)
-        .ok()
-        .and_then(|ms| ms.checked_sub(PG_EPOCH_UNIX_MS))
-        .and_then(|ms| ms.checked_mul(1000));
-    match us {
-        // SAFETY: returns a pointer to a static buffer, copied out at once.
-        Some(us) => unsafe {
-            std::ffi::CStr::from_ptr(pgrx::pg_sys::timestamptz_to_str(us))
-                .to_string_lossy()
-                .into_owned()
-        },
-        None => format!("{ms} (Unix ms)"),
-    }
-}
-
 /// An id space in messages: the epoch and the layout that make its ids.
 pub fn id_space(epoch_unix_ms: u64, layout: impl std::fmt::Display) -> String {
     format!("idgen.epoch {epoch_unix_ms} and idgen.layout {layout}")

@@ -157,27 +157,22 @@ fn keep_space(kept: Option<snowflake::TimeBase>, refused: bool) {
     REFUSED.store(refused, Ordering::Relaxed);
 }
 
-/// Where this run's ids resume after a change of epoch or layout at start-up: the id space the
-/// file recorded and the Unix ms after which the new one's ids sort above its (`OWN`: none).
-/// Set in the postmaster, inherited by every process it starts.
-static CHANGED_FROM_EPOCH: AtomicU64 = AtomicU64::new(OWN);
-static CHANGED_FROM_LAYOUT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Where this run's ids resume after a change of epoch or layout at start-up, when its ids sort
+/// above the kept space's only from a later moment (`OWN`: none). Set in the postmaster.
 static CHANGED_FLOOR: AtomicU64 = AtomicU64::new(OWN);
 
 /// The id space this run changed from at start-up, and from when its ids sort above that one's.
 pub fn id_space_change() -> Option<(snowflake::TimeBase, u64)> {
     let floor = CHANGED_FLOOR.load(Ordering::Relaxed);
-    let layout =
-        idgen_core::layout::Layout::from_code(CHANGED_FROM_LAYOUT.load(Ordering::Relaxed))?;
-    (floor != OWN).then(|| {
-        (
-            snowflake::TimeBase {
-                epoch_unix_ms: CHANGED_FROM_EPOCH.load(Ordering::Relaxed),
-                layout,
-            },
-            floor,
-        )
-    })
+    kept_space()
+        .filter(|_| floor != OWN)
+        .map(|kept| (kept, floor))
+}
+
+/// How far past its horizon the recorded id space may have made ids: the fleet's other servers
+/// run ahead by their clocks' skew, this one by the horizon's lead.
+fn id_space_margin_ms() -> u64 {
+    settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS)
 }
 
 fn test_delay() {
@@ -299,7 +294,7 @@ fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
     if own.same_ids(&recorded) {
         return;
     }
-    let margin = settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS);
+    let margin = id_space_margin_ms();
     let floor = own.floor_above(&recorded, mark.unix_ms, margin);
     let latest = clock::now_unix_ms().saturating_add(settings::max_clock_wait_ms());
     let (then, now) = (
@@ -316,10 +311,8 @@ fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
         }
         Some(floor) if floor <= latest => {
             state.resume_after(&own, floor);
-            CHANGED_FROM_EPOCH.store(recorded.epoch_unix_ms, Ordering::Relaxed);
-            CHANGED_FROM_LAYOUT.store(recorded.layout.to_code(), Ordering::Relaxed);
             CHANGED_FLOOR.store(floor, Ordering::Relaxed);
-            error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake ids now made under {now}, before under {then}; they resume after {}", errors::timestamp_of_unix_ms(floor)))
+            error(errors::SUCCESSFUL_COMPLETION, format!("idgen: snowflake ids now made under {now}, before under {then}; they resume after {}", clock::timestamptz_text(floor)))
                 .detail(format!("Ids under the new settings sort above every id the old ones could have made up to the horizon ({} Unix ms) only from then: the first ones wait for the clock.", mark.unix_ms))
                 .log();
         }
@@ -328,7 +321,7 @@ fn check_id_space_change(mark: Option<Mark>, state: &snowflake::SharedState) {
             shared::set_id_space_refused(Some((recorded, floor)));
             let when = floor.map_or(
                 "at no time before the layout's time field ends".to_string(),
-                |f| format!("only from {}", errors::timestamp_of_unix_ms(f)),
+                |f| format!("only from {}", clock::timestamptz_text(f)),
             );
             error(errors::NOT_IN_PREREQUISITE_STATE, format!("idgen: this server makes ids under {now}, and {HORIZON_FILE} records ids made under {then}"))
                 .detail(format!("Ids under the new settings would sort above those {when}: snowflake_next() refuses until idgen.epoch and idgen.layout are put back, and the file keeps naming them."))
@@ -405,7 +398,7 @@ fn replay(record: horizon::Record) {
     } else if !own_base.same_ids(&record_space) && !REFUSED.load(Ordering::Relaxed) {
         // (where the start-up check refused the change, no id is made: the run stays where the
         // file put it, so that a shutdown records no horizon past what was issued)
-        let margin = settings::max_clock_skew_ms().max(snowflake::HORIZON_LEAD_MS);
+        let margin = id_space_margin_ms();
         match own_base.floor_above(&record_space, record.horizon_unix_ms, margin) {
             Some(floor) => {
                 state.resume_after(&own_base, floor);

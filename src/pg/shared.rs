@@ -3,7 +3,7 @@
 //! `horizon_store.rs`'s business; this module only lays them out and hands them over.
 
 use crate::pg::errors::{self, error};
-use crate::pg::settings;
+use crate::pg::{clock, settings};
 use idgen_core::horizon::FILE as HORIZON_FILE;
 use idgen_core::layout::Layout;
 use idgen_core::snowflake::{SharedState, TimeBase};
@@ -178,11 +178,11 @@ pub fn snowflake(what: &str) -> &'static SharedState {
             errors::id_space(own.epoch_unix_ms, own.layout),
         );
         let when = match until {
-            Some(ms) => format!("only from {}", errors::timestamp_of_unix_ms(ms)),
+            Some(ms) => format!("only from {}", clock::timestamptz_text(ms)),
             None => "at no time before this layout's time field ends".to_string(),
         };
         let later = until.map_or(String::new(), |ms| {
-            format!(", or restart it after {}", errors::timestamp_of_unix_ms(ms))
+            format!(", or restart it after {}", clock::timestamptz_text(ms))
         });
         error(errors::NOT_IN_PREREQUISITE_STATE, format!("{what} refuses to run: this server makes ids under {now}, and the file {HORIZON_FILE} records ids made under {recorded_space}", recorded_space = then))
             .detail(format!("Ids under {now} sort above every id made under {then} (and cannot equal one) {when}: idgen.epoch and idgen.layout may change only where every new id sorts above every stored one."))

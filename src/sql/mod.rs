@@ -19,10 +19,7 @@ unsafe extern "C-unwind" {
     pub fn palloc_unguarded(size: usize) -> *mut std::ffi::c_void;
 }
 
-/// Microseconds from 1970-01-01 to Postgres' own epoch, 2000-01-01.
-pub const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
-/// The same in milliseconds (it is a whole number of them).
-const PG_EPOCH_OFFSET_MS: i64 = PG_EPOCH_OFFSET_US / 1000;
+use crate::pg::clock::{pg_us_of_unix_ms, PG_EPOCH_OFFSET_MS};
 
 /// The Unix millisecond a timestamp falls in (rounded down), or an error for ±infinity. Exact for
 /// every finite timestamp: the microseconds are turned into milliseconds before the offset is
@@ -45,14 +42,6 @@ pub fn unix_ms_of(ts: TimestampWithTimeZone, what: &str) -> i64 {
 /// Cannot overflow: |us / 1000| is at most i64::MAX / 1000.
 fn unix_ms_of_pg_us(us: i64) -> i64 {
     us.div_euclid(1000) + PG_EPOCH_OFFSET_MS
-}
-
-/// PostgreSQL's microseconds of a Unix millisecond, or None past what an i64 holds.
-fn pg_us_of_unix_ms(ms: u64) -> Option<i64> {
-    i64::try_from(ms)
-        .ok()?
-        .checked_sub(PG_EPOCH_OFFSET_MS)?
-        .checked_mul(1000)
 }
 
 #[track_caller]
@@ -99,7 +88,10 @@ mod tests {
 
     #[test]
     fn milliseconds_past_an_i64_of_microseconds_are_none_not_wrapped() {
-        assert_eq!(pg_us_of_unix_ms(0), Some(-PG_EPOCH_OFFSET_US));
+        assert_eq!(
+            pg_us_of_unix_ms(0),
+            Some(-crate::pg::clock::PG_EPOCH_OFFSET_US)
+        );
         assert_eq!(
             pg_us_of_unix_ms(1_704_164_645_678),
             Some(757_479_845_678_000)

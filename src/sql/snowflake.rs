@@ -219,7 +219,7 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
             .raise(),
         GenError::ClockBehindHorizon { resume_unix_ms, .. } if horizon_store::id_space_change().is_some_and(|(_, floor)| resume_unix_ms <= floor.saturating_add(1)) => {
             let (from, floor) = horizon_store::id_space_change().expect("checked");
-            error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}, where ids under this server's idgen.epoch and idgen.layout begin to sort above those made before under {}", errors::timestamp_of_unix_ms(floor), errors::id_space(from.epoch_unix_ms, from.layout)))
+            error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}, where ids under this server's idgen.epoch and idgen.layout begin to sort above those made before under {}", clock::timestamptz_text(floor), errors::id_space(from.epoch_unix_ms, from.layout)))
                 .detail(format!("The settings changed since ids were last made here; ids resume once the clock reaches {}.", timestamp_of_unix_ms(resume_unix_ms)))
                 .hint("Wait and call again, or raise idgen.max_clock_wait to wait longer; or put idgen.epoch and idgen.layout back and restart.")
                 .raise()

@@ -142,13 +142,15 @@ fn uuid_extract_timestamp(id: Uuid) -> Option<TimestampWithTimeZone> {
         return Some(timestamp_of_unix_ms(ms));
     }
     uuid7::v1_timestamp_us(&bytes).map(|us| {
-        TimestampWithTimeZone::try_from(us - crate::sql::PG_EPOCH_OFFSET_US).unwrap_or_else(|_| {
-            error(
-                errors::DATETIME_OUT_OF_RANGE,
-                format!("{id}: its version 1 timestamp is out of range"),
-            )
-            .hint("Version 1 UUIDs count 100 ns from 1582-10-15.")
-            .raise()
-        })
+        TimestampWithTimeZone::try_from(us - crate::pg::clock::PG_EPOCH_OFFSET_US).unwrap_or_else(
+            |_| {
+                error(
+                    errors::DATETIME_OUT_OF_RANGE,
+                    format!("{id}: its version 1 timestamp is out of range"),
+                )
+                .hint("Version 1 UUIDs count 100 ns from 1582-10-15.")
+                .raise()
+            },
+        )
     })
 }
