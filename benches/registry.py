@@ -97,16 +97,18 @@ def main():
         claim, renew = [], []
         # an automatic claim gives its fence, as a server does: the end of the lease it asks for
         fence = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 30000"
+        space = "'twitter', 1288834974657"  # the id space of idgen's defaults, which the registry serves
         conn = reg.connect(db="registry", user="srv")
         with conn.cursor() as cur:
             for k in range(a.claims):
                 t0 = time.perf_counter()
-                cur.execute(f"SELECT * FROM idgen_registry.claim('{k + 10}', '1', 'bench', NULL, 30000, 0, {fence})")
+                cur.execute(f"SELECT * FROM idgen_registry.claim('{k + 10}', '1', 'bench', NULL, 30000, 0, {fence},"
+                            f" {space})")
                 cur.fetchall()
                 claim.append(time.perf_counter() - t0)
             for _ in range(a.claims):
                 t0 = time.perf_counter()
-                cur.execute(f"SELECT * FROM idgen_registry.claim('10', '1', 'bench', NULL, 30000, 0, {fence})")
+                cur.execute(f"SELECT * FROM idgen_registry.claim('10', '1', 'bench', NULL, 30000, 0, {fence}, {space})")
                 cur.fetchall()
                 renew.append(time.perf_counter() - t0)
         conn.close()

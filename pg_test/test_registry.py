@@ -26,14 +26,17 @@ LEASE = "3s"
 SKEW = "500ms"
 NOT_IN_PREREQUISITE_STATE = "55000"
 NOW_MS = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"  # the registry's clock, Unix ms
+TWITTER_EPOCH_MS = 1288834974657  # idgen.epoch's default
+SPACE = f"'twitter', {TWITTER_EPOCH_MS}"  # claim()'s last two arguments: the id space of idgen's defaults
 
 
-def install_registry(reg, db="registry", layout=None, expect_error=None):
+def install_registry(reg, db="registry", layout=None, epoch=None, expect_error=None):
     """The registry's schema in database db of cluster reg, as its owner (postgres), for layout
-    (psql's variable; None: the default, Twitter's). With expect_error, psql must fail saying it."""
+    and epoch (psql's variables; None: the defaults, Twitter's). With expect_error, psql must
+    fail saying it."""
     reg.q(f"CREATE DATABASE {db}")
     psql = os.path.join(cluster.pg_bin(), "psql")
-    variables = ["-v", f"layout={layout}"] if layout else []
+    variables = (["-v", f"layout={layout}"] if layout else []) + (["-v", f"epoch={epoch}"] if epoch else [])
     done = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", *variables, "-h", reg.socket_dir,
                            "-p", str(reg.port), "-U", "postgres", "-d", db, "-f", SCHEMA],
                           capture_output=True, text=True)
@@ -114,7 +117,9 @@ def first_ids(c, n=1000, timeout=30):
             got.extend(ids(c, n))
             return True
         except psycopg2.Error as e:
-            if e.pgcode != NOT_IN_PREREQUISITE_STATE and "behind" not in str(e):
+            # 55000: no lease yet; 58000: waiting for the clock to pass what this server or the
+            # id's earlier holders issued ("... behind ...", "... the registry recorded ...")
+            if e.pgcode not in (NOT_IN_PREREQUISITE_STATE, "58000"):
                 raise
             return False
 
@@ -306,7 +311,7 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
     a_third_holder_resumes_above_a_fast_clocked_first_one in src/core/src/lease.rs."""
     def claim(role, holder, fence_ahead_ms):
         return registry.q(f"SELECT outcome, predecessor_fence_ms, predecessor_ends_ms FROM idgen_registry.claim("
-                          f"'{holder}', '1', '{role}', 7, 1000, 0, {NOW_MS} + {fence_ahead_ms})",
+                          f"'{holder}', '1', '{role}', 7, 1000, 0, {NOW_MS} + {fence_ahead_ms}, {SPACE})",
                           db="registry", user=role)[0]
 
     def take_over(role, holder, fence_ahead_ms):
@@ -317,6 +322,8 @@ def test_a_third_holder_resumes_above_a_fast_clocked_first_one(registry):
 
     for role in ("holder_a", "holder_b", "holder_c"):
         fleet_role(registry, role)
+    # The owner lets members report a clock this far ahead (the default bound is 1 s).
+    registry.q("UPDATE idgen_registry.clock SET max_clock_skew_ms = 61000", db="registry")
     outcome, _, _ = claim("holder_a", "101", 61_000)
     assert outcome == "claimed"
     a_fence = registry.one("SELECT fence_ms FROM idgen_registry.lease WHERE worker_id = 7", db="registry")
@@ -361,7 +368,7 @@ def test_a_fixed_id_whose_server_is_gone_for_good_is_freed_by_the_owner_and_reus
     assert gone.error("SELECT snowflake_next()").pgcode == NOT_IN_PREREQUISITE_STATE
     e = registry.error("SELECT idgen_registry.free(1023)", "DELETE FROM idgen_registry.lease WHERE worker_id = 5",
                        "SELECT idgen_registry.free(5)", db="registry")
-    assert e.pgcode == "P0002" and "never leased" in e.diag.message_primary, e
+    assert e.pgcode == "P0002" and "held by no server" in e.diag.message_primary, e
 
 
 @pytest.mark.default_and_newest(SQL_RULES)
@@ -379,9 +386,10 @@ def test_a_member_holding_a_claim_open_or_reaching_for_a_live_lease_blocks_no_on
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', NULL, 3000, 0, {NOW_MS} + 3000)")
+            cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', NULL, 3000, 0,"
+                        f" {NOW_MS} + 3000, {SPACE})")
             assert cur.fetchone() == ("claimed",)
-            cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', {a_id}, 3000, 0, NULL)")
+            cur.execute(f"SELECT outcome FROM idgen_registry.claim('99', '1', 'rogue', {a_id}, 3000, 0, NULL, {SPACE})")
             assert cur.fetchone() == ("conflict",)
             loads = [Load(a), Load(b)]
             late = member(cluster_factory, "late", registry)
@@ -407,7 +415,7 @@ def test_a_member_that_claims_every_id_gets_its_quota_and_no_more(cluster_factor
     gets an id, and the owner's quota is what allows a role more."""
     fleet_role(registry, "greedy")
     claims = ("SELECT c.outcome, count(*) FROM pg_catalog.generate_series(2, 1023) AS g,"
-              " LATERAL idgen_registry.claim((1000 + g)::text, '1', 'greedy', g, 60000, 0, NULL) AS c"
+              f" LATERAL idgen_registry.claim((1000 + g)::text, '1', 'greedy', g, 60000, 0, NULL, {SPACE}) AS c"
               " GROUP BY c.outcome ORDER BY c.outcome")
     assert registry.q(claims, db="registry", user="greedy") == [("claimed", 1), ("over_quota", 1021)]
     honest = member(cluster_factory, "honest", registry)
@@ -432,7 +440,7 @@ def test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its
     try:
         with conn.cursor() as cur:
             for g in range(1000, 1024):
-                cur.execute("SELECT outcome FROM idgen_registry.claim(%s, '1', 'hoarder', %s, 1000, 0, NULL)",
+                cur.execute(f"SELECT outcome FROM idgen_registry.claim(%s, '1', 'hoarder', %s, 1000, 0, NULL, {SPACE})",
                             (str(2000 + g), g))
                 outcome = cur.fetchone()[0]
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
@@ -444,7 +452,7 @@ def test_a_member_that_releases_unfenced_leases_one_after_another_still_gets_its
     assert kept == 1
     honest = member(cluster_factory, "honest", registry)
     assert {worker_of(i) for i in first_ids(honest, 10, timeout=20)} <= set(range(1001, 1024))
-    e = registry.error("SELECT idgen_registry.claim('4000', '1', 'hoarder', NULL, 1000, 0, NULL)",
+    e = registry.error(f"SELECT idgen_registry.claim('4000', '1', 'hoarder', NULL, 1000, 0, NULL, {SPACE})",
                        db="registry", user="hoarder")
     assert e.pgcode == "22023" and "must give its fence" in e.diag.message_primary, e
 
@@ -458,35 +466,115 @@ def test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_i
     for role in ("cut_off", "next_one"):
         fleet_role(registry, role)
     first = registry.q("SELECT outcome, lease_ends_ms FROM idgen_registry.claim('201', '1', 'cut_off', 7, 1000, 0,"
-                       " NULL)", db="registry", user="cut_off")[0]
+                       f" NULL, {SPACE})", db="registry", user="cut_off")[0]
     assert first[0] == "claimed"
     time.sleep(2.5)  # its lease ends; the server, unfenced, issues on
     freed_at = registry.one(f"SELECT {NOW_MS}", db="registry")
     registry.q("SELECT idgen_registry.free(7)", db="registry")
     outcome, ends_seen = registry.q(f"SELECT outcome, predecessor_ends_ms FROM idgen_registry.claim('202', '1',"
-                                    f" 'next_one', 7, 1000, 0, {NOW_MS} + 1000)", db="registry", user="next_one")[0]
+                                    f" 'next_one', 7, 1000, 0, {NOW_MS} + 1000, {SPACE})",
+                                    db="registry", user="next_one")[0]
     assert outcome == "taken_over"
     assert ends_seen >= freed_at - 1 > first[1] + 1000, (ends_seen, freed_at, first[1])
 
 
-@pytest.mark.default_and_newest(SQL_RULES)
-def test_a_servers_id_under_another_registry_role_stays_that_roles_and_the_refusal_says_so(registry):
-    """A lease is its registry role's: the same system identifier claiming through another role
-    is refused, even once the lease has ended, and the refusal says why and what takes it back
-    (not free(), which leaves the id that role's)."""
-    for role in ("first_role", "second_role"):
+def test_no_member_can_lock_a_server_out_of_its_worker_id_by_naming_its_system_identifier(cluster_factory,
+                                                                                          registry):
+    """The registry authenticates a member's role, not the system identifier it names. While a
+    fixed-id server restarts cleanly, another member claims and releases its id, first as itself,
+    then naming the server's system identifier, and marks every id with that identifier too. The
+    server still takes its id back, above what was reported; another role naming the identifier
+    still gets an automatic id; a member sees no other role's system identifier; and the owner's
+    free() clears the holder it names."""
+    victim = member(cluster_factory, "victim", registry, worker_id=5)
+    first_ids(victim, 10)
+    sysid = str(victim.one("SELECT system_identifier FROM pg_control_system()"))
+    victim.stop()  # a clean stop releases worker id 5
+    for role in ("idgen_evil", "other_role"):
         fleet_role(registry, role)
 
-    def claim(role):
-        return registry.q(f"SELECT outcome, other_holder_name FROM idgen_registry.claim('301', '1', 'db', 8, 1000, 0,"
-                          f" {NOW_MS} + 1000)", db="registry", user=role)[0]
+    def claim_and_release(holder, worker_id):
+        outcome = registry.one(f"SELECT outcome FROM idgen_registry.claim('{holder}', '1', 'evil', {worker_id}, 1000,"
+                               f" 0, {NOW_MS} + 1000, {SPACE})", db="registry", user="idgen_evil")
+        registry.q(f"SELECT idgen_registry.release('{holder}', '1', 0)", db="registry", user="idgen_evil")
+        return outcome
 
-    assert claim("first_role")[0] == "claimed"
-    time.sleep(1.5)  # the lease ends
-    outcome, other = claim("second_role")
-    assert outcome == "conflict", (outcome, other)
-    assert "registry role first_role, this server's system identifier under another registry role" in other, other
-    assert "connect as that role to take it back" in other and "free(" not in other, other
+    assert claim_and_release("424242", 5) == "taken_over"
+    assert claim_and_release(sysid, 5) == "taken_over"
+    # Each id claimed, then released (the release takes the claim's row, so it runs after it).
+    marked = registry.q(f"SELECT c.outcome, count(*) FROM generate_series(0, 1023) AS g,"
+                        f" LATERAL idgen_registry.claim('{sysid}', '1', 'evil', g, 1000, 0, {NOW_MS} + 1000,"
+                        f" {SPACE}) AS c, LATERAL idgen_registry.release('{sysid}', '1', c.worker_id * 0) AS r"
+                        f" GROUP BY 1 ORDER BY 1", db="registry", user="idgen_evil")
+    assert marked == [("claimed", 1023), ("resumed", 1)], marked  # 5: its own claim just before
+    victim.start()
+    got = first_ids(victim, 1000, timeout=20)
+    assert {worker_of(i) for i in got} == {5}
+    assert status(victim)["registry"] == "holding"
+    outcome = registry.one(f"SELECT outcome FROM idgen_registry.claim('{sysid}', '1', 'x', NULL, 1000, 0,"
+                           f" {NOW_MS} + 1000, {SPACE})", db="registry", user="other_role")
+    assert outcome == "taken_over", outcome
+    seen = registry.q("SELECT holder_role, holder IS NOT NULL FROM idgen_registry.holders WHERE worker_id = 5",
+                      db="registry", user="idgen_evil")
+    assert seen == [("srv_victim", False)], seen
+    assert registry.q("SELECT holder FROM idgen_registry.holders WHERE worker_id = 5", db="registry") == [(sysid,)]
+    # An unfenced lease keeps its id from everyone but its own server until the owner frees it:
+    # then nothing of its holder is left.
+    assert registry.one(f"SELECT outcome FROM idgen_registry.claim('{sysid}', '2', 'evil', 9, 1000, 0, NULL, {SPACE})",
+                        db="registry", user="idgen_evil") == "resumed"
+    assert registry.one("SELECT idgen_registry.free(9)", db="registry").startswith("evil (system identifier")
+    assert registry.q("SELECT holder, holder_role, holder_name, holder_run FROM idgen_registry.lease"
+                      " WHERE worker_id = 9", db="registry") == [(None, None, None, None)]
+
+
+@pytest.mark.default_and_newest(SQL_RULES)
+def test_no_member_can_make_the_next_holder_of_an_id_wait_by_reporting_a_horizon_far_ahead(cluster_factory,
+                                                                                           registry):
+    """A member may report a horizon, fence or last millisecond only as far ahead of the registry's
+    clock as a real server's could be: the clock skew the registry allows (1 s unless its owner
+    sets more) plus idgen's 1-s horizon lead, not 10 minutes. Where the owner allows more, a
+    server held back by what the registry recorded says so, naming the registry and the holder."""
+    fleet_role(registry, "idgen_evil")
+
+    def evil(horizon, fence, worker_id=1023):
+        return (f"SELECT outcome FROM idgen_registry.claim('42', '1', 'evil@nowhere', {worker_id}, 1000,"
+                f" {NOW_MS} + {horizon}, {NOW_MS} + {fence}, {SPACE})")
+
+    for sql in (evil(599_000, 1_000), evil(0, 599_000), evil(2_500, 1_000), evil(0, 2_500)):
+        e = registry.error(sql, db="registry", user="idgen_evil")
+        assert e.pgcode == "22023" and "further ahead of the registry's clock" in e.diag.message_primary, (sql, e)
+    assert registry.one(evil(1_900, 1_900), db="registry", user="idgen_evil") == "claimed"
+    e = registry.error(f"SELECT idgen_registry.release('42', '1', {NOW_MS} + 599000)", db="registry", user="idgen_evil")
+    assert e.pgcode == "22023" and "further ahead" in e.diag.message_primary, e
+    registry.q(f"SELECT idgen_registry.release('42', '1', {NOW_MS} + 1900)", db="registry", user="idgen_evil")
+
+    registry.q("UPDATE idgen_registry.clock SET max_clock_skew_ms = 600000", db="registry")
+    fill_all_but_the_last(registry)
+    assert registry.one(evil(599_000, 1_000), db="registry", user="idgen_evil") == "resumed"
+    registry.q("SELECT idgen_registry.release('42', '1', 0)", db="registry", user="idgen_evil")
+    auto = member(cluster_factory, "auto", registry)
+
+    def held_back():
+        try:
+            auto.q("SELECT snowflake_next()")
+            raise AssertionError("snowflake_next() issued an id")
+        except psycopg2.Error as e:
+            return e if e.pgcode == "58000" else None
+
+    e = wait_until("the refusal", held_back, timeout=20)
+    assert "the registry recorded worker id 1023's earlier holders as having issued ids up to then" \
+        in e.diag.message_primary, e.diag.message_primary
+    assert "took worker id 1023 over from evil@nowhere (idgen.registry)" in e.diag.message_detail, e
+    assert "idgen_registry.clock" in e.diag.message_hint, e.diag.message_hint
+
+
+@pytest.mark.default_and_newest(SQL_RULES)
+def test_a_members_holder_name_is_printable_ascii_or_refused(registry):
+    """A holder's name reaches other servers' errors and logs: a control character is refused."""
+    for name in ("x\nLOG:  forged", "tab\there", "\u202eevil", ""):
+        e = registry.error(f"SELECT * FROM idgen_registry.claim('1', '1', %s, NULL, 1000, 0, {NOW_MS} + 1000,"
+                           f" {SPACE})".replace("%s", "'" + name.replace("'", "''") + "'"), db="registry")
+        assert e.pgcode == "22023" and "printable ASCII" in e.diag.message_primary, (name, e)
 
 
 def test_a_terminated_lease_worker_is_restarted_and_keeps_the_lease(cluster_factory, registry):
@@ -958,7 +1046,7 @@ def test_a_registry_without_the_schema_or_without_rights_is_named(cluster_factor
         assert status(c)["registry"] == "never verified"
     # Nothing was leased, and an outsider can neither claim, read nor lock the registry.
     assert registry.one("SELECT count(*) FROM idgen_registry.holders", db="registry") == 0
-    for sql in ("SELECT * FROM idgen_registry.claim('1', '1', 'x', NULL, 3000, 0, NULL)",
+    for sql in (f"SELECT * FROM idgen_registry.claim('1', '1', 'x', NULL, 3000, 0, NULL, {SPACE})",
                 "SELECT * FROM idgen_registry.holders", "SELECT * FROM idgen_registry.lease",
                 "BEGIN; LOCK TABLE idgen_registry.lease"):
         e = registry.error(sql, db="registry", user="outsider")
@@ -1000,7 +1088,7 @@ def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_o
     reg = cluster_factory("registry", preload=False)
     install_registry(reg, layout="instagram")
     assert reg.q("SELECT count(*), max(worker_id) FROM idgen_registry.lease", db="registry") == [(8192, 8191)]
-    assert reg.one("SELECT layout FROM idgen_registry.layout", db="registry") == "instagram"
+    assert reg.one("SELECT layout FROM idgen_registry.id_space", db="registry") == "instagram"
     layout = ["idgen.layout = 'instagram'"]
     auto = member(cluster_factory, "auto", reg, conf=layout)
     fixed = member(cluster_factory, "fixed", reg, worker_id=5000, conf=layout)
@@ -1015,11 +1103,34 @@ def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_o
 
     twitter = member(cluster_factory, "twitter", reg)
     e = wait_until("the refusal", lambda: _refusal(twitter), timeout=20)
-    assert e.diag.message_primary == ("snowflake_next() refuses to run: the registry serves snowflake layout "
-                                      "instagram, and this server's idgen.layout is twitter"), e.diag.message_primary
+    assert e.diag.message_primary == ("snowflake_next() refuses to run: the registry serves the ids of snowflake "
+                                      "layout instagram under epoch 1288834974657, and this server's idgen.layout "
+                                      "is twitter and its idgen.epoch 1288834974657"), e.diag.message_primary
     assert "psql -v layout=" in e.diag.message_hint, e.diag.message_hint
-    assert status(twitter)["registry"] == "wrong layout"
+    assert status(twitter)["registry"] == "wrong id space"
     assert reg.one("SELECT count(*) FROM idgen_registry.holders", db="registry") == 2, "it leased nothing"
+
+
+@pytest.mark.default_and_newest(SQL_RULES)
+def test_a_registry_serves_one_epoch_and_refuses_a_server_of_another(cluster_factory, registry):
+    """Two servers of one layout but epochs 5 s apart would share worker ids' ids: a server of
+    another epoch is refused, leasing nothing; a registry installed for that epoch serves it."""
+    later = "1288834979657"  # Twitter's epoch + 5 s
+    other = member(cluster_factory, "other", registry, worker_id=5, conf=[f"idgen.epoch = '{later}'"])
+    e = wait_until("the refusal", lambda: _refusal(other), timeout=20)
+    assert e.diag.message_primary == ("snowflake_next() refuses to run: the registry serves the ids of snowflake "
+                                      "layout twitter under epoch 1288834974657, and this server's idgen.layout "
+                                      f"is twitter and its idgen.epoch {later}"), e.diag.message_primary
+    assert "-v epoch=" in e.diag.message_hint, e.diag.message_hint
+    assert status(other)["registry"] == "wrong id space"
+    assert registry.one("SELECT count(*) FROM idgen_registry.holders", db="registry") == 0, "it leased nothing"
+    reg2 = cluster_factory("registry2", preload=False)
+    install_registry(reg2, epoch=later)
+    assert reg2.q("SELECT layout, epoch_ms FROM idgen_registry.id_space", db="registry") == [("twitter", int(later))]
+    served = member(cluster_factory, "served", reg2, worker_id=5, conf=[f"idgen.epoch = '{later}'"])
+    assert {worker_of(i) for i in first_ids(served, 100)} == {5}
+    for i, bad in enumerate(("-1", "1.5", "2147483647001", "twitter")):
+        install_registry(reg2, db=f"bad{i}", epoch=bad, expect_error=f"epoch {bad} is not one this registry can serve")
 
 
 @pytest.mark.parametrize("given, stored", [
@@ -1032,7 +1143,7 @@ def test_a_registry_serves_one_layout_its_every_worker_id_and_refuses_a_server_o
 def test_a_registry_stores_its_layout_as_a_server_sends_it(cluster_factory, given, stored):
     reg = cluster_factory("registry", preload=False)
     install_registry(reg, layout=given)
-    assert reg.one("SELECT layout FROM idgen_registry.layout", db="registry") == stored
+    assert reg.one("SELECT layout FROM idgen_registry.id_space", db="registry") == stored
 
 
 @pytest.mark.parametrize("layout, says", [

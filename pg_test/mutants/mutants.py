@@ -132,11 +132,55 @@ MUTANTS = [
         "an id the owner frees is resumed above the moment it was freed, whatever an unfenced server "
         "issued after its lease had ended",
         "sql/registry/idgen_registry.sql",
-        "       SET holder_run = NULL, lease_ends_ms = now_ms - 1,\n           fence_ms = coalesce(l.fence_ms, 0)",
-        "       SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),\n"
-        "           fence_ms = coalesce(l.fence_ms, 0)",
+        "           lease_ends_ms = now_ms - 1, fence_ms = coalesce(l.fence_ms, 0),",
+        "           lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1), fence_ms = coalesce(l.fence_ms, 0),",
         ("pg_test/test_registry.py::"
          "test_an_unfenced_lease_freed_long_after_it_ended_is_taken_above_the_moment_it_was_freed",),
+    ),
+    Mutant(
+        "registry-epoch-ignored",
+        "a registry serves one id space: a server of another idgen.epoch is refused, not given a worker id",
+        "sql/registry/idgen_registry.sql",
+        "    IF p_layout IS DISTINCT FROM served.layout OR p_epoch_ms IS DISTINCT FROM served.epoch_ms THEN",
+        "    IF p_layout IS DISTINCT FROM served.layout THEN",
+        ("pg_test/test_registry.py::test_a_registry_serves_one_epoch_and_refuses_a_server_of_another",),
+    ),
+    Mutant(
+        "named-holder-keeps-the-id",
+        "no member can keep an ended lease from a server by naming that server's system identifier",
+        "sql/registry/idgen_registry.sql",
+        "       AND (row_.lease_ends_ms >= now_ms\n            OR (row_.fence_ms IS NULL",
+        "       AND (row_.lease_ends_ms >= now_ms\n"
+        "            OR (row_.holder = p_holder AND row_.holder_role <> who)\n            OR (row_.fence_ms IS NULL",
+        ("pg_test/test_registry.py::"
+         "test_no_member_can_lock_a_server_out_of_its_worker_id_by_naming_its_system_identifier",),
+    ),
+    Mutant(
+        "free-keeps-the-holder",
+        "the owner's free() clears the holder, role, run and name it frees",
+        "sql/registry/idgen_registry.sql",
+        "       SET holder = NULL, holder_name = NULL, holder_role = NULL, holder_run = NULL,",
+        "       SET holder_run = NULL,",
+        ("pg_test/test_registry.py::"
+         "test_no_member_can_lock_a_server_out_of_its_worker_id_by_naming_its_system_identifier",),
+    ),
+    Mutant(
+        "report-bound-ten-minutes",
+        "a member reports a horizon or fence no further ahead than a real server's could be",
+        "sql/registry/idgen_registry.sql",
+        "    IF coalesce(p_horizon_ms, 0) > now_ms + ahead + 1000",
+        "    IF coalesce(p_horizon_ms, 0) > now_ms + 600000",
+        ("pg_test/test_registry.py::"
+         "test_no_member_can_make_the_next_holder_of_an_id_wait_by_reporting_a_horizon_far_ahead",),
+    ),
+    Mutant(
+        "registry-floor-unnamed",
+        "a server held back by what the registry recorded names the registry and the holder, not its own clock",
+        "src/pg/registry.rs",
+        "    (info.floor_ms > 0).then(|| {",
+        "    (info.floor_ms > u64::MAX).then(|| {",
+        ("pg_test/test_registry.py::"
+         "test_no_member_can_make_the_next_holder_of_an_id_wait_by_reporting_a_horizon_far_ahead",),
     ),
     Mutant(
         "reuse-floor-ignored",

@@ -5,10 +5,12 @@
 --
 --     psql -X -v ON_ERROR_STOP=1 -d registry -f sql/registry/idgen_registry.sql
 --
--- A registry serves one snowflake layout (idgen.layout) for life: Twitter's unless psql's
--- variable layout names another, e.g. -v layout=instagram, or an explicit 40/12/11/10ms. It has
--- one lease for each worker id the layout's worker field holds, and refuses the claims of a
--- server of another layout (docs/layouts.md).
+-- A registry serves one id space for life: one snowflake layout (idgen.layout) under one epoch
+-- (idgen.epoch), since the ids of two servers are apart only if both are the same and their
+-- worker ids differ. Twitter's layout and epoch unless psql's variables name others, e.g.
+-- -v layout=instagram -v epoch=1314220021721, or an explicit layout such as 40/12/11/10ms. It
+-- has one lease for each worker id the layout's worker field holds, and refuses the claims of a
+-- server of another layout or epoch (docs/registry.md).
 --
 -- then give each idgen server a login role in the group idgen_fleet:
 --
@@ -41,6 +43,10 @@
 \else
 \set layout twitter
 \endif
+\if :{?epoch}
+\else
+\set epoch 1288834974657
+\endif
 BEGIN;
 
 DO $roles$
@@ -55,15 +61,32 @@ CREATE SCHEMA idgen_registry;
 REVOKE ALL ON SCHEMA idgen_registry FROM PUBLIC;
 GRANT USAGE ON SCHEMA idgen_registry TO idgen_fleet;
 
--- The layout this registry serves, as idgen writes it (idgen.layout's canonical form: a named
--- layout's name, else time/worker/sequence/unit), and its worker field's width. One row.
-CREATE TABLE idgen_registry.layout (
+-- The id space this registry serves, fixed for its life: the layout as idgen writes it
+-- (idgen.layout's canonical form: a named layout's name, else time/worker/sequence/unit), its
+-- worker field's width, and the epoch (idgen.epoch, Unix ms). One row.
+CREATE TABLE idgen_registry.id_space (
     one         boolean PRIMARY KEY DEFAULT true CHECK (one),
     layout      text NOT NULL,
-    worker_bits integer NOT NULL CHECK (worker_bits BETWEEN 1 AND 16)
+    worker_bits integer NOT NULL CHECK (worker_bits BETWEEN 1 AND 16),
+    epoch_ms    bigint NOT NULL CHECK (epoch_ms BETWEEN 0 AND 2147483647000)
 );
-REVOKE ALL ON TABLE idgen_registry.layout FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry.layout TO idgen_fleet;
+REVOKE ALL ON TABLE idgen_registry.id_space FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry.id_space TO idgen_fleet;
+
+-- How far ahead of the registry's clock a member may report what it issued: a real server's
+-- clock is at most max_clock_skew_ms ahead of the registry's (the fleet's idgen.max_clock_skew,
+-- 1 s by default), and its durable horizon at most idgen's 1-s horizon lead ahead of its clock.
+-- So a horizon or a last millisecond may lie at most max_clock_skew_ms + 1000 ms ahead, and a
+-- fence at most the lease plus max_clock_skew_ms; anything further is refused, so that no member
+-- can make the servers that take an id after it wait. The owner may change it:
+--   UPDATE idgen_registry.clock SET max_clock_skew_ms = 2000;
+CREATE TABLE idgen_registry.clock (
+    one               boolean PRIMARY KEY DEFAULT true CHECK (one),
+    max_clock_skew_ms integer NOT NULL DEFAULT 1000 CHECK (max_clock_skew_ms BETWEEN 0 AND 600000)
+);
+REVOKE ALL ON TABLE idgen_registry.clock FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry.clock TO idgen_fleet;
+INSERT INTO idgen_registry.clock DEFAULT VALUES;
 
 -- The layout, read as idgen reads idgen.layout (src/core/src/layout.rs: ASCII blanks around the
 -- whole and each part, ASCII case, an optional unit with or without "ms") and stored as idgen
@@ -72,10 +95,12 @@ GRANT SELECT ON TABLE idgen_registry.layout TO idgen_fleet;
 -- (it does not fit a bigint, a unit other than 1, 10, 100 or 1000 ms, a life under 10 years) is
 -- refused here too, and so is a worker field wider than 16 bits.
 SET LOCAL idgen_registry.install_layout = :'layout';
+SET LOCAL idgen_registry.install_epoch = :'epoch';
 DO $layout$
 DECLARE
     blanks constant text := E' \t\n\r\013\014';
     given text := pg_catalog.current_setting('idgen_registry.install_layout');
+    given_epoch text := pg_catalog.btrim(pg_catalog.current_setting('idgen_registry.install_epoch'), blanks);
     l text := pg_catalog.translate(pg_catalog.btrim(given, blanks),
                                    'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz');
     parts text[] := pg_catalog.string_to_array(l, '/');
@@ -119,7 +144,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Name one (twitter, instagram, discord, sonyflake, js53), or give time/worker/sequence/unit as idgen.layout takes it, e.g. 40/12/11/10ms: it must fit a bigint, last 10 years, and have a worker field of 1 to 16 bits.';
     END IF;
-    INSERT INTO idgen_registry.layout (layout, worker_bits) VALUES (l, bits);
+    -- The epoch as idgen.epoch takes it: whole Unix milliseconds, 0 to 2147483647000.
+    IF given_epoch !~ '^[0-9]{1,13}$' OR given_epoch::bigint > 2147483647000 THEN
+        RAISE EXCEPTION 'epoch % is not one this registry can serve', given_epoch
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Give the fleet''s idgen.epoch: a Unix time in whole milliseconds, 0 to 2147483647000, e.g. 1288834974657 (Twitter''s, idgen''s default).';
+    END IF;
+    INSERT INTO idgen_registry.id_space (layout, worker_bits, epoch_ms) VALUES (l, bits, given_epoch::bigint);
 END
 $layout$;
 
@@ -130,9 +161,12 @@ CREATE TABLE idgen_registry.lease (
     -- NULL: never leased (the table has a row for each id of the layout from the start, so that
     -- a claim locks rows, never the table).
     holder              text CHECK (holder ~ '^[0-9]{1,20}$'),
-    -- cluster_name@host, for people.
-    holder_name         text,
-    -- The registry role that claimed it: another role cannot renew it by naming the holder.
+    -- cluster_name@host:port, for people: printable ASCII only (what PostgreSQL allows in
+    -- cluster_name), as it reaches other servers' errors and logs.
+    holder_name         text CHECK (holder_name ~ '^[ -~]{1,200}$'),
+    -- The registry role that claimed it, which the registry authenticated: the lease is that
+    -- role's. holder and holder_run are what the role says of itself, and tell its own servers
+    -- apart (a role an HA pair shares); naming another role's holder gains nothing.
     holder_role         name,
     -- The holder's run: a random number the server draws each time its postmaster starts, so
     -- that two running copies of one server (a base backup started as a second primary, a
@@ -158,7 +192,7 @@ CREATE TABLE idgen_registry.lease (
 );
 REVOKE ALL ON TABLE idgen_registry.lease FROM PUBLIC;
 INSERT INTO idgen_registry.lease (worker_id)
-SELECT g FROM idgen_registry.layout, pg_catalog.generate_series(0, (1 << worker_bits) - 1) AS g;
+SELECT g FROM idgen_registry.id_space, pg_catalog.generate_series(0, (1 << worker_bits) - 1) AS g;
 
 -- How many leases each registry role may hold at once (the servers that connect as it): its
 -- live ones, and its unfenced ones until the owner frees them, ended or not, since those keep
@@ -176,9 +210,11 @@ CREATE TABLE idgen_registry.quota (
 REVOKE ALL ON TABLE idgen_registry.quota FROM PUBLIC;
 
 -- Whether row_'s lease keeps holder p_holder, claiming as registry role who, from its id: a
--- lease of another run that has not ended; the same holder's under another registry role; or an
--- unfenced one (a fixed id under idgen.unverified_worker_id = issue, which may still be issuing
--- whatever its lease says), which only a later run of its own server takes back.
+-- lease of another run that has not ended, or an unfenced one (a fixed id under
+-- idgen.unverified_worker_id = issue, which may still be issuing whatever its lease says), which
+-- only a later run of its own server (its system identifier, under its registry role) takes
+-- back. Nothing else keeps an id: an ended fenced lease goes to whoever claims it, above what
+-- its holders issued, whatever holder it names (a member could name any).
 CREATE FUNCTION idgen_registry._kept_from(row_ idgen_registry.lease, p_holder text, who name, now_ms bigint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE
@@ -186,7 +222,6 @@ SET search_path = pg_catalog, pg_temp
 AS $kept$
     SELECT row_.holder IS NOT NULL
        AND (row_.lease_ends_ms >= now_ms
-            OR (row_.holder = p_holder AND row_.holder_role <> who)
             OR (row_.fence_ms IS NULL AND NOT (row_.holder = p_holder AND row_.holder_role = who)))
 $kept$;
 REVOKE ALL ON FUNCTION idgen_registry._kept_from(idgen_registry.lease, text, name, bigint) FROM PUBLIC;
@@ -195,7 +230,8 @@ REVOKE ALL ON FUNCTION idgen_registry._kept_from(idgen_registry.lease, text, nam
 CREATE FUNCTION idgen_registry._conflict(row_ idgen_registry.lease, p_holder text, who name, now_ms bigint)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
-               other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer)
+               other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer,
+               registry_epoch_ms bigint)
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $conflict$
@@ -204,15 +240,12 @@ AS $conflict$
             || CASE WHEN row_.holder = p_holder AND row_.holder_role = who
                THEN ', another run of this server: a copy of it started beside it, a promoted standby '
                     'beside its primary, or the run before a crash, whose lease has not ended'
-               WHEN row_.holder = p_holder
-               THEN ', this server''s system identifier under another registry role: the id stays that '
-                    'role''s, ended or not: connect as that role to take it back'
                WHEN row_.fence_ms IS NULL AND row_.lease_ends_ms < now_ms
                THEN ', unfenced: it runs with idgen.unverified_worker_id = issue and may still be issuing '
                     'although its lease has ended; the registry''s owner frees the id once that server is gone '
                     'for good: SELECT idgen_registry.free(' || row_.worker_id || ')'
                ELSE '' END || ')',
-        row_.lease_ends_ms, now_ms, NULL::integer, NULL::integer
+        row_.lease_ends_ms, now_ms, NULL::integer, NULL::integer, NULL::bigint
 $conflict$;
 REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name, bigint) FROM PUBLIC;
 
@@ -229,26 +262,28 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 --           'resumed'     an id an earlier run of this server held, whose lease has ended or
 --                         was released (a restart)
 --           'taken_over'  an id another server held, whose lease has ended or was released
---           'conflict'    p_worker_id is held by another run (other_*), or by this holder
---                         through another registry role
+--           'conflict'    p_worker_id is held by another run (other_*)
 --           'over_quota'  the caller's registry role holds role_leases leases already (live, or
 --                         unfenced and not freed), its role_quota (idgen_registry.quota);
 --                         other_holder_name lists them and other_lease_ends_ms is when the
 --                         first fenced one ends (NULL: none is fenced)
 --           'exhausted'   no id is free (auto only)
---           'wrong_layout' p_layout is not the layout this registry serves (other_holder_name)
+--           'wrong_id_space' p_layout or p_epoch_ms is not the layout or epoch this registry
+--                         serves (other_holder_name, registry_epoch_ms)
 --   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
---   now stands.
+--   now stands; with 'taken_over' and 'resumed', other_holder_name is the holder it was taken
+--   from (NULL: the owner freed it).
 -- It locks rows, never the table, and only rows the caller may take: its own, one it found
 -- free, and its role's quota row. A caller that keeps its transaction open holds those, so
 -- other claims pass over a free row it locked (SKIP LOCKED), and only its own role's claims and
 -- claims of that very id wait for it (at most lock_timeout, 2 s, then they fail and are retried).
 CREATE FUNCTION idgen_registry.claim(
     p_holder text, p_run text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
-    p_horizon_ms bigint, p_fence_ms bigint, p_layout text DEFAULT 'twitter')
+    p_horizon_ms bigint, p_fence_ms bigint, p_layout text, p_epoch_ms bigint)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
-               other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer)
+               other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer,
+               registry_epoch_ms bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '2s'
@@ -262,13 +297,17 @@ DECLARE
     held integer;
     first_end bigint;
     holding text;
-    served idgen_registry.layout%ROWTYPE;
+    served idgen_registry.id_space%ROWTYPE;
+    ahead integer;
+    previous text;
 BEGIN
-    SELECT * INTO served FROM idgen_registry.layout;
-    -- A server of another layout: its ids and this registry's worker ids do not fit together.
-    IF p_layout IS DISTINCT FROM served.layout THEN
-        RETURN QUERY SELECT 'wrong_layout'::text, NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer;
+    SELECT * INTO served FROM idgen_registry.id_space;
+    SELECT c.max_clock_skew_ms INTO ahead FROM idgen_registry.clock AS c;
+    -- A server of another layout or epoch: its ids and those of this registry's servers may be
+    -- equal whatever their worker ids.
+    IF p_layout IS DISTINCT FROM served.layout OR p_epoch_ms IS DISTINCT FROM served.epoch_ms THEN
+        RETURN QUERY SELECT 'wrong_id_space'::text, NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer, served.epoch_ms;
         RETURN;
     END IF;
     IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
@@ -283,16 +322,19 @@ BEGIN
         RAISE EXCEPTION 'invalid lease length % ms', p_lease_ms
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Leases last 1 s to 1 h.';
     END IF;
-    IF p_holder_name IS NULL OR length(p_holder_name) > 200 THEN
-        RAISE EXCEPTION 'invalid holder name: 1 to 200 characters are expected'
+    IF p_holder_name IS NULL OR p_holder_name !~ '^[ -~]{1,200}$' THEN
+        RAISE EXCEPTION 'invalid holder name: 1 to 200 printable ASCII characters are expected'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- A horizon or fence far in the future would make the id unusable for everyone after.
-    IF coalesce(p_horizon_ms, 0) > now_ms + 600000 OR coalesce(p_fence_ms, 0) > now_ms + p_lease_ms + 600000 THEN
-        RAISE EXCEPTION 'horizon % or fence % ms is more than 10 minutes ahead of the registry''s clock (%)',
+    -- What a real server reports lies at most its clock's skew (and, for a horizon, idgen's 1-s
+    -- lead) ahead of the registry's clock; anything further would make whoever takes the id
+    -- next wait for nothing (idgen_registry.clock).
+    IF coalesce(p_horizon_ms, 0) > now_ms + ahead + 1000 OR coalesce(p_fence_ms, 0) > now_ms + p_lease_ms + ahead THEN
+        RAISE EXCEPTION 'horizon % or fence % ms lies further ahead of the registry''s clock (%) than this server''s could be',
             p_horizon_ms, p_fence_ms, now_ms
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Check the clock of the server that claims (NTP).';
+                  DETAIL = pg_catalog.format('A horizon may lie at most %s ms ahead (the clock skew the registry allows, idgen_registry.clock, plus idgen''s 1-s horizon lead), a fence at most the lease plus %s ms.', ahead + 1000, ahead),
+                  HINT = 'Check the clock of the server that claims (NTP) against the registry''s.';
     END IF;
     -- An automatic id is always fenced: an unfenced lease is kept from every other server until
     -- the owner frees it, which is for a fixed id that its server issues on without the registry.
@@ -323,7 +365,7 @@ BEGIN
              WHERE l.worker_id = id
             RETURNING * INTO row_;
             RETURN QUERY SELECT 'held'::text, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
-                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
+                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint;
             RETURN;
         END IF;
     END IF;
@@ -357,14 +399,14 @@ BEGIN
        AND l.worker_id IS DISTINCT FROM p_worker_id;
     IF held >= allowed THEN
         RETURN QUERY SELECT 'over_quota'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, holding, first_end, now_ms, held, allowed;
+            NULL::bigint, holding, first_end, now_ms, held, allowed, NULL::bigint;
         RETURN;
     END IF;
 
     -- 4. The id: the fixed one, or the first free one: this server's own from an earlier run
     -- (released, or its lease ended), else one never leased, else the fenced one whose lease
-    -- ended longest ago, fixed or automatic (an unfenced holder may still be issuing; a
-    -- holder's id under another role is that role's to take).
+    -- ended longest ago, fixed, automatic or freed by the owner (an unfenced holder may still
+    -- be issuing).
     -- SKIP LOCKED passes over a row that another claim holds locked, for as long as its caller
     -- keeps its transaction open.
     IF p_worker_id IS NULL THEN
@@ -373,18 +415,17 @@ BEGIN
            AND (l.holder_run IS NULL OR l.lease_ends_ms < now_ms)
          ORDER BY l.worker_id LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            SELECT l.worker_id INTO id FROM idgen_registry.lease AS l WHERE l.holder IS NULL
+            SELECT l.worker_id INTO id FROM idgen_registry.lease AS l WHERE l.holder IS NULL AND l.lease_ends_ms = 0
              ORDER BY l.worker_id LIMIT 1 FOR UPDATE SKIP LOCKED;
         END IF;
         IF NOT FOUND THEN
             SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
              WHERE l.lease_ends_ms < now_ms AND l.fence_ms IS NOT NULL
-               AND (l.holder <> p_holder OR l.holder_role = who)
              ORDER BY l.lease_ends_ms, l.worker_id LIMIT 1 FOR UPDATE SKIP LOCKED;
         END IF;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'exhausted'::text, NULL::integer, NULL::bigint, NULL::bigint,
-                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
+                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint;
             RETURN;
         END IF;
     ELSE
@@ -393,8 +434,11 @@ BEGIN
 
     -- 5. Decided on the row locked, as it now stands.
     SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id FOR UPDATE;
-    IF row_.holder IS NULL THEN
+    previous := row_.holder_name;
+    IF row_.holder IS NULL AND row_.lease_ends_ms = 0 THEN
         outcome := 'claimed';
+    ELSIF row_.holder IS NULL THEN
+        outcome := 'taken_over';
     ELSIF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
         RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
         RETURN;
@@ -414,11 +458,12 @@ BEGIN
      WHERE l.worker_id = id
     RETURNING * INTO row_;
     RETURN QUERY SELECT outcome, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
-        row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer;
+        row_.predecessor_ends_ms, row_.predecessor_fence_ms, previous, NULL::bigint, now_ms, NULL::integer, NULL::integer,
+        NULL::bigint;
 END
 $claim$;
-REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text) TO idgen_fleet;
+REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint) TO idgen_fleet;
 
 -- Releases run p_run's lease once its server has stopped (the postmaster calls it as it exits,
 -- every other process of the server gone), so it issues nothing more: the lease ends now, and
@@ -435,12 +480,14 @@ AS $release$
 DECLARE
     now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
     id integer;
+    ahead integer := (SELECT c.max_clock_skew_ms FROM idgen_registry.clock AS c);
 BEGIN
-    IF coalesce(p_last_ms, 0) > now_ms + 600000 THEN
-        RAISE EXCEPTION 'last millisecond % is more than 10 minutes ahead of the registry''s clock (%)',
+    IF coalesce(p_last_ms, 0) > now_ms + ahead + 1000 THEN
+        RAISE EXCEPTION 'last millisecond % lies further ahead of the registry''s clock (%) than this server''s could be',
             p_last_ms, now_ms
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Check the clock of the server that releases (NTP).';
+                  DETAIL = pg_catalog.format('It may lie at most %s ms ahead (the clock skew the registry allows, idgen_registry.clock, plus idgen''s 1-s horizon lead).', ahead + 1000),
+                  HINT = 'Check the clock of the server that releases (NTP) against the registry''s.';
     END IF;
     UPDATE idgen_registry.lease AS l
        SET holder_run = NULL, lease_ends_ms = LEAST(l.lease_ends_ms, now_ms - 1),
@@ -461,11 +508,12 @@ GRANT EXECUTE ON FUNCTION idgen_registry.release(text, text, bigint) TO idgen_fl
 
 -- For the registry's owner only: frees worker id p_worker_id, whose server is gone for good (its
 -- data directory deleted, its machine retired) and will never release it, or whose lease is
--- unfenced (idgen.unverified_worker_id = issue), which no other server takes otherwise. Its
--- lease ends now and becomes fenced, like any ended one, which a claim may take (an automatic
--- one once no never-leased id is left). Whoever takes it resumes after the id's highest horizon and fences
--- and after now plus its own idgen.max_clock_skew, so above every id the gone server issued,
--- as long as it really stopped before this call. Returns the holder it was freed from.
+-- unfenced (idgen.unverified_worker_id = issue), which no other server takes otherwise. It is
+-- no one's any more: holder, role, run and name are cleared, the lease ends now and is fenced,
+-- so any claim may take it (an automatic one once no never-leased id is left). Whoever takes it
+-- resumes after the id's highest horizon and fences and after now plus its own
+-- idgen.max_clock_skew, so above every id the gone server issued, as long as it really stopped
+-- before this call. Returns the holder it was freed from.
 CREATE FUNCTION idgen_registry.free(p_worker_id integer)
 RETURNS text
 LANGUAGE plpgsql VOLATILE
@@ -475,14 +523,15 @@ DECLARE
     now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
     freed text;
 BEGIN
+    SELECT l.holder_name || ' (system identifier ' || l.holder || ', registry role ' || l.holder_role || ')'
+      INTO freed FROM idgen_registry.lease AS l WHERE l.worker_id = p_worker_id AND l.holder IS NOT NULL FOR UPDATE;
     UPDATE idgen_registry.lease AS l
-       SET holder_run = NULL, lease_ends_ms = now_ms - 1,
-           fence_ms = coalesce(l.fence_ms, 0), renewed_at = pg_catalog.now()
-     WHERE l.worker_id = p_worker_id AND l.holder IS NOT NULL
-    RETURNING l.holder_name || ' (system identifier ' || l.holder || ', registry role ' || l.holder_role || ')'
-      INTO freed;
+       SET holder = NULL, holder_name = NULL, holder_role = NULL, holder_run = NULL,
+           lease_ends_ms = now_ms - 1, fence_ms = coalesce(l.fence_ms, 0),
+           renewed_at = pg_catalog.now()
+     WHERE l.worker_id = p_worker_id AND l.holder IS NOT NULL;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'worker id % was never leased: there is nothing to free', p_worker_id
+        RAISE EXCEPTION 'worker id % is held by no server: there is nothing to free', p_worker_id
             USING ERRCODE = 'no_data_found', HINT = 'SELECT * FROM idgen_registry.holders lists the ids leased.';
     END IF;
     RETURN freed;
@@ -490,9 +539,13 @@ END
 $free$;
 REVOKE ALL ON FUNCTION idgen_registry.free(integer) FROM PUBLIC;
 
--- Who holds which id, until when, and how far each id's holders have issued.
+-- Who holds which id, until when, and how far each id's holders have issued. A member sees the
+-- system identifier of its own role's servers only (the owner sees all).
 CREATE VIEW idgen_registry.holders AS
-SELECT l.worker_id, l.holder, l.holder_name, l.holder_role,
+SELECT l.worker_id,
+       CASE WHEN l.holder_role = pg_catalog.session_user()
+              OR pg_catalog.has_table_privilege('idgen_registry.lease', 'SELECT') THEN l.holder END AS holder,
+       l.holder_name, l.holder_role,
        pg_catalog.to_timestamp(l.lease_ends_ms / 1000.0) AS lease_ends,
        l.lease_ends_ms >= pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000) AS live,
        l.fence_ms IS NOT NULL AS fenced,

@@ -26,6 +26,7 @@ static LEASED_WORKER: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"idgen_lease
 static INFO: PgLwLock<Info> = unsafe { PgLwLock::new(c"idgen_lease") };
 
 const TEXT: usize = 1024;
+const FLOOR_FROM: usize = 256;
 
 /// What the status view and the error messages say. Written by the lease worker only.
 #[derive(Clone, Copy)]
@@ -43,6 +44,13 @@ pub struct Info {
     /// and how many it may.
     quota_held: u32,
     quota_max: u32,
+    /// A registry of another id space: its epoch (its layout is the text).
+    registry_epoch_ms: u64,
+    /// Where this run's ids began, as the registry asked (Unix ms; 0: no floor): after what the
+    /// worker id's earlier holders reported, the last of them `floor_from`.
+    floor_ms: u64,
+    floor_from_len: usize,
+    floor_from: [u8; FLOOR_FROM],
     /// The other holder (a conflict), the role's leases (over its quota), else the registry's
     /// or libpq's last error.
     text_len: usize,
@@ -61,6 +69,10 @@ impl Default for Info {
             other_lease_ends_ms: 0,
             quota_held: 0,
             quota_max: 0,
+            registry_epoch_ms: 0,
+            floor_ms: 0,
+            floor_from_len: 0,
+            floor_from: [0; FLOOR_FROM],
             text_len: 0,
             text: [0; TEXT],
         }
@@ -78,7 +90,7 @@ const EXHAUSTED: u8 = 4;
 const LOST: u8 = 5;
 const NEVER_VERIFIED: u8 = 6;
 const OVER_QUOTA: u8 = 7;
-const WRONG_LAYOUT: u8 = 8;
+const WRONG_ID_SPACE: u8 = 8;
 
 impl Info {
     fn text(&self) -> String {
@@ -86,12 +98,7 @@ impl Info {
     }
 
     fn set_text(&mut self, text: &str) {
-        let mut end = text.len().min(TEXT);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.text[..end].copy_from_slice(&text.as_bytes()[..end]);
-        self.text_len = end;
+        self.text_len = copy_cut(&mut self.text, text);
     }
 
     fn standing(&self) -> Standing {
@@ -117,12 +124,37 @@ impl Info {
                 holding: self.text(),
                 first_ends_ms: self.other_lease_ends_ms,
             }),
-            WRONG_LAYOUT => Standing::Refused(Refusal::WrongLayout {
+            WRONG_ID_SPACE => Standing::Refused(Refusal::WrongIdSpace {
                 registry_layout: self.text(),
+                registry_epoch_ms: self.registry_epoch_ms,
             }),
             _ => Standing::Pending,
         }
     }
+}
+
+/// `text` cut to `buf` at a character boundary; returns the length copied.
+fn copy_cut(buf: &mut [u8], text: &str) -> usize {
+    let mut end = text.len().min(buf.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    buf[..end].copy_from_slice(&text.as_bytes()[..end]);
+    end
+}
+
+/// Where this run's ids began because of what the registry recorded for its worker id: the
+/// floor (Unix ms) and the holder it was taken from ("" when the registry's owner freed it).
+/// None when the registry set no floor.
+pub fn registry_floor() -> Option<(u64, String)> {
+    let info = INFO.share();
+    (info.floor_ms > 0).then(|| {
+        (
+            info.floor_ms,
+            String::from_utf8_lossy(&info.floor_from[..info.floor_from_len.min(FLOOR_FROM)])
+                .into_owned(),
+        )
+    })
 }
 
 /// Is a registry configured (and idgen preloaded)? Fixed when the server starts.
@@ -326,6 +358,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             horizon_ms,
             fence_ms: policy.fence_ms(sent_ms, lease_ms),
             layout: &layout,
+            epoch_ms: base.epoch_unix_ms,
             max_worker: base.layout.max_worker(),
         };
         let wait_ms = match registry.claim(&claim, &stop) {
@@ -333,6 +366,10 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                 let lease_ends_ms = match &answer {
                     lease::Answer::Granted { grant, .. } => grant.lease_ends_ms,
                     _ => 0,
+                };
+                let previous = match &answer {
+                    lease::Answer::Granted { previous, .. } => previous.clone().unwrap_or_default(),
+                    _ => String::new(),
                 };
                 let conflict_end = match &answer {
                     lease::Answer::Conflict {
@@ -348,6 +385,9 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                         // No id of this run was issued under this worker id (the permit was
                         // closed): start the generator after what the id's last holders issued.
                         shared::snowflake_state().resume_after(&base, decision.resume_after_ms);
+                        let mut info = INFO.exclusive();
+                        info.floor_ms = decision.resume_after_ms;
+                        info.floor_from_len = copy_cut(&mut info.floor_from, &previous);
                     }
                     if opening {
                         log!(
@@ -473,7 +513,7 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
             Refusal::Lost { worker_id } => (LOST, *worker_id, NOTHING),
             Refusal::NeverVerified => (NEVER_VERIFIED, 0, NOTHING),
             Refusal::OverQuota { .. } => (OVER_QUOTA, 0, NOTHING),
-            Refusal::WrongLayout { .. } => (WRONG_LAYOUT, 0, NOTHING),
+            Refusal::WrongIdSpace { .. } => (WRONG_ID_SPACE, 0, NOTHING),
         },
     };
     // The permit changes under the lock, so that a backend that finds it closed and then
@@ -487,8 +527,13 @@ fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
     if let Standing::Refused(Refusal::Conflict { other, .. }) = standing {
         info.set_text(other);
     }
-    if let Standing::Refused(Refusal::WrongLayout { registry_layout }) = standing {
+    if let Standing::Refused(Refusal::WrongIdSpace {
+        registry_layout,
+        registry_epoch_ms,
+    }) = standing
+    {
         info.set_text(registry_layout);
+        info.registry_epoch_ms = *registry_epoch_ms;
     }
     if let Standing::Refused(Refusal::OverQuota {
         held,
@@ -578,7 +623,18 @@ fn holder_name() -> String {
     } else {
         cluster
     };
+    // The registry takes 1 to 200 printable ASCII characters (what other servers echo).
     format!("{cluster}@{host}:{port}")
+        .chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(200)
+        .collect()
 }
 
 pub fn refusal_text(refusal: &Refusal) -> String {
@@ -590,9 +646,13 @@ pub fn refusal_text(refusal: &Refusal) -> String {
             "no worker id is free in the registry: all {} are leased",
             worker_ids()
         ),
-        Refusal::WrongLayout { registry_layout } => format!(
-            "the registry serves snowflake layout {registry_layout}, and this server's idgen.layout is {}",
-            settings::layout()
+        Refusal::WrongIdSpace {
+            registry_layout,
+            registry_epoch_ms,
+        } => format!(
+            "the registry serves the ids of snowflake layout {registry_layout} under epoch {registry_epoch_ms}, and this server's idgen.layout is {} and its idgen.epoch {}",
+            settings::layout(),
+            settings::epoch_ms()
         ),
         Refusal::Lost { worker_id } => {
             format!("the lease of worker id {worker_id} went to another server after it ended")

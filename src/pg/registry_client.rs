@@ -83,8 +83,10 @@ pub struct Claim<'a> {
     pub horizon_ms: u64,
     /// The claimant's fence if the claim succeeds (its clock); None: not fenced (a fixed id).
     pub fence_ms: Option<u64>,
-    /// idgen.layout as idgen writes it: the registry serves one layout.
+    /// The id space: idgen.layout as idgen writes it, and idgen.epoch (Unix ms). A registry
+    /// serves one.
     pub layout: &'a str,
+    pub epoch_ms: u64,
     /// The layout's largest worker id: an answer naming a larger one is not believed.
     pub max_worker: u64,
 }
@@ -104,15 +106,16 @@ impl Registry {
         let params = [
             Some(claim.holder.to_string()),
             Some(claim.run.to_string()),
-            Some(claim.holder_name.replace('\0', "")),
+            Some(claim.holder_name.to_string()),
             claim.worker_id.map(|w| w.to_string()), // NULL: any free id
             Some(claim.lease_ms.to_string()),
             Some(claim.horizon_ms.to_string()),
             claim.fence_ms.map(|f| f.to_string()), // NULL: not fenced
             Some(claim.layout.to_string()),
+            Some(claim.epoch_ms.to_string()),
         ];
         let result = self.call(
-            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint, $8)",
+            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota, registry_epoch_ms FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint, $8, $9::bigint)",
             &params,
             stop,
             |res| read_result(res, claim.max_worker),
@@ -406,9 +409,12 @@ fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Answer, Failur
             .filter(|w| u64::from(*w) <= max_worker)
             .ok_or_else(|| Failure::plain("the registry's claim() returned no valid worker id"))
     };
+    // Another member's words: no control character of theirs reaches this server's log or errors.
+    let other = || text(6).map(|t| lease::printable(&t));
     let grant = |how| -> Result<Answer, Failure> {
         Ok(Answer::Granted {
             how,
+            previous: other(),
             grant: Grant {
                 worker_id: worker()?,
                 lease_ends_ms: number(2),
@@ -426,17 +432,18 @@ fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Answer, Failur
         Some("over_quota") => Ok(Answer::OverQuota {
             held: number(9) as u32,
             quota: number(10) as u32,
-            holding: text(6).unwrap_or_default(),
+            holding: other().unwrap_or_default(),
             first_ends_ms: number(7),
         }),
         Some("conflict") => Ok(Answer::Conflict {
             worker_id: worker()?,
-            other: text(6).unwrap_or_else(|| "another server".into()),
+            other: other().unwrap_or_else(|| "another server".into()),
             other_lease_ends_ms: number(7),
         }),
         Some("exhausted") => Ok(Answer::Exhausted),
-        Some("wrong_layout") => Ok(Answer::WrongLayout {
-            registry_layout: text(6).unwrap_or_default(),
+        Some("wrong_id_space") => Ok(Answer::WrongIdSpace {
+            registry_layout: other().unwrap_or_default(),
+            registry_epoch_ms: number(11),
         }),
         other => Err(Failure::plain(format!(
             "the registry's claim() answered {other:?}, which this idgen does not know"

@@ -184,9 +184,9 @@ fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
             .hint("Restart this server: it claims a worker id again (with auto, a free one).")
             .raise(),
-        Refusal::WrongLayout { .. } => e
-            .detail("A registry leases the worker ids of one layout; ids of two layouts can be equal whatever their worker ids, so it serves no server of another.")
-            .hint("Point idgen.registry at a registry installed for this server's layout (psql -v layout=... -f sql/registry/idgen_registry.sql, docs/registry.md), or set idgen.layout to the registry's, and restart.")
+        Refusal::WrongIdSpace { .. } => e
+            .detail("A registry leases the worker ids of one id space, one layout under one epoch; ids of two layouts or two epochs can be equal whatever their worker ids, so it serves no server of another.")
+            .hint("Point idgen.registry at a registry installed for this server's layout and epoch (psql -v layout=... -v epoch=... -f sql/registry/idgen_registry.sql, docs/registry.md), or set idgen.layout and idgen.epoch to the registry's, and restart.")
             .raise(),
         Refusal::NeverVerified => {
             let hint = match mode {
@@ -222,6 +222,19 @@ pub(crate) fn raise_generator(e: GenError) -> ! {
             error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}, where ids under this server's idgen.epoch and idgen.layout begin to sort above those made before under {}", clock::timestamptz_text(floor), errors::id_space(from.epoch_unix_ms, from.layout)))
                 .detail(format!("The settings changed since ids were last made here; ids resume once the clock reaches {}.", timestamp_of_unix_ms(resume_unix_ms)))
                 .hint("Wait and call again, or raise idgen.max_clock_wait to wait longer; or put idgen.epoch and idgen.layout back and restart.")
+                .raise()
+        }
+        GenError::ClockBehindHorizon { resume_unix_ms, behind_ms, .. } if registry::registry_floor().is_some_and(|(floor, _)| resume_unix_ms <= floor.saturating_add(settings::layout().unit_ms())) => {
+            let (floor, from) = registry::registry_floor().expect("checked");
+            let worker = registry::view().standing;
+            let worker = match worker {
+                Standing::Holding { worker_id, .. } => format!("worker id {worker_id}"),
+                _ => "this server's worker id".into(),
+            };
+            let from = if from.is_empty() { "a holder the registry's owner freed".to_string() } else { from };
+            error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}: the registry recorded {worker}'s earlier holders as having issued ids up to then, {behind_ms} ms ahead of this server's clock", clock::timestamptz_text(floor)))
+                .detail(format!("This server took {worker} over from {from} (idgen.registry); ids resume once the clock reaches {}, more than the 1-s horizon lead plus idgen.max_clock_wait from now.", timestamp_of_unix_ms(resume_unix_ms)))
+                .hint("Check this server's clock and the earlier holder's (NTP) against the registry's: idgen_registry.holders in the registry shows each id's last horizon. The registry's owner bounds how far ahead a member may report in idgen_registry.clock (docs/registry.md). To wait longer instead of failing, raise idgen.max_clock_wait.")
                 .raise()
         }
         GenError::ClockBehindHorizon { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
@@ -504,7 +517,7 @@ fn idgen_lease_status() -> TableIterator<
         Standing::Refused(Refusal::Lost { worker_id }) => ("lost", Some(*worker_id)),
         Standing::Refused(Refusal::NeverVerified) => ("never verified", None),
         Standing::Refused(Refusal::OverQuota { .. }) => ("over quota", None),
-        Standing::Refused(Refusal::WrongLayout { .. }) => ("wrong layout", None),
+        Standing::Refused(Refusal::WrongIdSpace { .. }) => ("wrong id space", None),
     };
     let (id, source) = match mode {
         Some(Mode::Fixed(fixed)) => (Some(fixed), "setting"),

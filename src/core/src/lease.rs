@@ -100,8 +100,14 @@ pub fn check_conninfo<'a>(
 /// What the registry answered to a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// The lease is this holder's: `how` it came to be, and the lease as it now stands.
-    Granted { how: How, grant: Grant },
+    /// The lease is this holder's: `how` it came to be, the lease as it now stands, and the
+    /// holder it was taken from (taken over or resumed; None: never leased, or freed by the
+    /// registry's owner), as the registry names it.
+    Granted {
+        how: How,
+        grant: Grant,
+        previous: Option<String>,
+    },
     /// Another holder has a live lease on the id asked for.
     Conflict {
         worker_id: u16,
@@ -110,8 +116,12 @@ pub enum Answer {
     },
     /// Every one of the layout's worker ids is leased (automatic ids only).
     Exhausted,
-    /// The registry serves another layout (named here): its worker ids are not this server's.
-    WrongLayout { registry_layout: String },
+    /// The registry serves another id space (its layout and epoch): its worker ids are not this
+    /// server's.
+    WrongIdSpace {
+        registry_layout: String,
+        registry_epoch_ms: u64,
+    },
     /// The registry role this server connects as holds `held` leases (live, or unfenced and not
     /// freed), all its quota allows: `holding` names them, and the first fenced one ends at
     /// `first_ends_ms` (the registry's clock; 0: none is fenced).
@@ -204,8 +214,12 @@ pub enum Refusal {
     /// No claim of this run has succeeded, and policy is to wait for one (the message is the
     /// registry's or libpq's).
     NeverVerified,
-    /// The registry serves another layout (named here): nothing it leases is this server's.
-    WrongLayout { registry_layout: String },
+    /// The registry serves another id space (its layout and epoch): nothing it leases is this
+    /// server's.
+    WrongIdSpace {
+        registry_layout: String,
+        registry_epoch_ms: u64,
+    },
 }
 
 /// What the worker does with an answer to the claim it sent at `sent_ms` (its clock).
@@ -238,7 +252,7 @@ pub fn decide(
     // confirms it; another holder's means a clash. Over the role's quota, it stops issuing.
     if let (Standing::Unverified, Mode::Fixed(id)) = (before, mode) {
         return match answer {
-            Answer::Granted { how, grant }
+            Answer::Granted { how, grant, .. }
                 if grant.worker_id == id
                     && matches!(how, How::Held | How::Claimed | How::Resumed) =>
             {
@@ -270,9 +284,13 @@ pub fn decide(
                 holding,
                 first_ends_ms,
             }),
-            Answer::WrongLayout { registry_layout } => {
-                refuse(Refusal::WrongLayout { registry_layout })
-            }
+            Answer::WrongIdSpace {
+                registry_layout,
+                registry_epoch_ms,
+            } => refuse(Refusal::WrongIdSpace {
+                registry_layout,
+                registry_epoch_ms,
+            }),
             _ => refuse(Refusal::Lost { worker_id: id }),
         };
     }
@@ -287,7 +305,7 @@ pub fn decide(
         _ => None,
     };
     match answer {
-        Answer::Granted { how, grant } => {
+        Answer::Granted { how, grant, .. } => {
             if let Some(id) = issued_under {
                 if how != How::Held || grant.worker_id != id {
                     // Someone else held it in between: whatever they issued may overlap
@@ -321,7 +339,13 @@ pub fn decide(
             }),
         },
         Answer::Exhausted => refuse(Refusal::Exhausted),
-        Answer::WrongLayout { registry_layout } => refuse(Refusal::WrongLayout { registry_layout }),
+        Answer::WrongIdSpace {
+            registry_layout,
+            registry_epoch_ms,
+        } => refuse(Refusal::WrongIdSpace {
+            registry_layout,
+            registry_epoch_ms,
+        }),
         Answer::OverQuota {
             held,
             quota,
@@ -363,10 +387,41 @@ pub fn retry_interval_ms(lease_ms: u64) -> u64 {
     (lease_ms / 10).clamp(100, 1000)
 }
 
+/// `text` with every character outside printable ASCII written as an escape (`\n`, `\u{202e}`):
+/// what another registry member wrote (its server's name) reaches this server's log and errors
+/// only so, whatever the registry let through.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c.to_string()
+            } else {
+                c.escape_default().to_string()
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn another_members_text_reaches_this_servers_log_with_no_control_character() {
+        assert_eq!(printable("db1@host:5432"), "db1@host:5432");
+        assert_eq!(
+            printable("x\nLOG:  forged\r\u{202e}\u{7f}\té"),
+            "x\\nLOG:  forged\\r\\u{202e}\\u{7f}\\t\\u{e9}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn printable_text_has_only_printable_ascii(text in ".*") {
+            prop_assert!(printable(&text).chars().all(|c| c == ' ' || c.is_ascii_graphic()));
+        }
+    }
 
     fn grant(worker_id: u16, how: How, horizon: u64, predecessor: u64) -> Answer {
         Answer::Granted {
@@ -378,6 +433,7 @@ mod tests {
                 predecessor_ends_ms: predecessor,
                 predecessor_fence_ms: 0,
             },
+            previous: None,
         }
     }
 
@@ -583,12 +639,14 @@ mod tests {
     }
 
     #[test]
-    fn a_registry_of_another_layout_is_refused_whatever_the_run_held_and_names_its_layout() {
-        let wrong = || Answer::WrongLayout {
+    fn a_registry_of_another_id_space_is_refused_whatever_the_run_held_and_names_its_space() {
+        let wrong = || Answer::WrongIdSpace {
             registry_layout: "instagram".into(),
+            registry_epoch_ms: 1_314_220_021_721,
         };
-        let refused = Standing::Refused(Refusal::WrongLayout {
+        let refused = Standing::Refused(Refusal::WrongIdSpace {
             registry_layout: "instagram".into(),
+            registry_epoch_ms: 1_314_220_021_721,
         });
         let holding = Standing::Holding {
             worker_id: 3,
@@ -769,6 +827,7 @@ mod tests {
                     predecessor_ends_ms: self.predecessor_ends_ms,
                     predecessor_fence_ms: self.predecessor_fence_ms,
                 },
+                previous: None,
             }
         }
     }
