@@ -39,6 +39,14 @@ w3: ALWAYS); a failover to the synchronous standby, or to the asynchronous one (
 documented gap, which the checker excuses by name, id by id), a cut link (held: nothing passes; or
 dropped: connections closed and refused), a SELECT client's link cut mid-call, a registry outage,
 and a slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without).
+Then the faults that change an id's space between restarts (CONFIG_KINDS), each in every schedule:
+w3 restarted (clean stop or crash) under another idgen.epoch (the first always a later one, 2-4 s:
+more than idgen.max_clock_wait, so it is refused until its ids sort above the old ones, and taken
+by a restart after that), another layout (Twitter's to Instagram's, taken; back, refused for good
+and put back) or another worker id; a standby restarted under another epoch for a while (a
+failover to it then refuses ids until the setting is put back); w2 restarted under another epoch,
+which the registry refuses, for a while. Every row records the epoch, layout and worker id its
+writer had, and the checker reads each id under its own.
 Faults on one server wait for each other (a server is restarted by one fault at a time); everything
 else overlaps: a clock step or a cut link lands in the middle of a failover.
 
@@ -117,13 +125,41 @@ KINDS = {
 # out: a clock set back on w3 and crashed is what shows a server that forgot its horizon (w3 has no
 # registry to resume above), and without it 7 of 10 seeds missed the horizon switched off.
 ALWAYS = (("clock_back_crash", "w3"),)
+# Faults that change an id's space (idgen.epoch, idgen.layout, the worker id) between restarts, drawn
+# after the others (so that the faults a seed drew before stay as they were): one of each in every
+# schedule, in its middle half, and one more every CONFIG_EVERY_S of a longer one.
+CONFIG_KINDS = {
+    "id_space_change": ("w3",),  # mode: epoch_later (the first), epoch_earlier, layout, worker
+    "standby_unlike": ("sync", "async"),  # a standby under another epoch, amount s
+    "registry_other_epoch": ("w2",),  # w2 under another epoch, refused by the registry, amount s
+}
+ALL_KINDS = {**KINDS, **CONFIG_KINDS}
+CONFIG_EVERY_S = 150
+LATER_EPOCH_S = (2.0, 4.0)  # beyond idgen.max_clock_wait (1 s): refused, then taken after the moment
+# What standby_unlike and registry_other_epoch add to the epoch: an earlier one, which a server's own
+# start-up check takes at once, so that what refuses it is the door under test (the replay of a
+# primary of another epoch; the registry).
+OTHER_EPOCH_MS = -5_000
+SPACE_MODES = ("epoch_later", "epoch_earlier", "layout", "worker")
+STOPS = {"fast": "a clean stop", "immediate": "a crash (an immediate stop)"}
 # issuer: the server that wrote the row; tl: its timeline as the run counts them (chaos.timeline,
 # set by the run before the server takes its first write on a new one), so that a row found on
-# several servers is one hand-out and the same id written on two timelines is two.
+# several servers is one hand-out and the same id written on two timelines is two; ep, lay, wk: the
+# id space it wrote under (idgen.epoch, idgen.layout, idgen.worker_id, "auto" for w2).
 TABLE = """CREATE TABLE events (id bigint NOT NULL DEFAULT snowflake_next(), u uuid NOT NULL DEFAULT uuid_v7(),
                                 issuer text NOT NULL DEFAULT current_setting('cluster_name'),
-                                tl int NOT NULL DEFAULT current_setting('chaos.timeline', true)::int)"""
+                                tl int NOT NULL DEFAULT current_setting('chaos.timeline', true)::int,
+                                ep bigint NOT NULL DEFAULT current_setting('idgen.epoch')::bigint,
+                                lay text NOT NULL DEFAULT current_setting('idgen.layout'),
+                                wk text NOT NULL DEFAULT current_setting('idgen.worker_id'))"""
+SUB_TABLE = """CREATE TABLE events (id bigint NOT NULL, u uuid NOT NULL, issuer text NOT NULL, tl int NOT NULL,
+                                    ep bigint NOT NULL, lay text NOT NULL, wk text NOT NULL)"""
 INSERT = "INSERT INTO events DEFAULT VALUES;\n"
+ROW = "id, u::text, issuer, tl, ep, lay, wk"  # what the checker reads of a row
+
+
+def space_lines(epoch_ms, layout):
+    return [f"idgen.epoch = '{epoch_ms}'", f"idgen.layout = '{layout}'"]
 
 
 @dataclass(frozen=True)
@@ -133,14 +169,15 @@ class Fault:
     target: str  # a role: primary, sync, async, w2, sub, registry
     amount: float  # s held (link_cut, client_cut, registry_outage, slow_push), the step (clock_step),
     #                s back (clock_back_*)
-    mode: str = ""  # link_cut, client_cut: hold or drop
+    mode: str = ""  # link_cut, client_cut: hold or drop; id_space_change: one of SPACE_MODES
 
 
-def schedule(seed, seconds, mean_gap_s=3.0):
+def schedule(seed, seconds, mean_gap_s=3.0, config=True):
     """The faults of a run: a pure function of (seed, seconds). Gaps are exponential (so faults
     bunch up and overlap), the last one due 5 s before the end. A fault of ALWAYS that the draw
     left out (or drew only in the run's first quarter, too early to land among ids issued since
-    the load began) is added at a time drawn in the middle half of the run."""
+    the load began) is added at a time drawn in the middle half of the run. Then, with config, the
+    faults of CONFIG_KINDS, drawn last so that the others are what the seed drew without them."""
     rng = random.Random(seed)
     kinds = sorted(KINDS)
     faults, t = [], rng.uniform(1.0, 3.0)
@@ -167,6 +204,17 @@ def schedule(seed, seconds, mean_gap_s=3.0):
                                     for f in faults):
             at = rng.uniform(0.25 * seconds, min(0.75 * seconds, seconds - 5))
             faults.append(Fault(round(at, 3), kind, target, round(rng.uniform(*BACK_S), 3)))
+    if config and seconds > 10:
+        for kind in sorted(CONFIG_KINDS):
+            for k in range(max(1, int(seconds // CONFIG_EVERY_S))):
+                at = (rng.uniform(0.25 * seconds, min(0.75 * seconds, seconds - 5)) if k == 0
+                      else rng.uniform(5.0, seconds - 5))
+                target, mode, amount = rng.choice(CONFIG_KINDS[kind]), "", round(rng.uniform(4.0, 10.0), 3)
+                if kind == "id_space_change":
+                    mode = "epoch_later" if k == 0 else rng.choice(SPACE_MODES)
+                    amount = round(rng.uniform(*LATER_EPOCH_S) if mode == "epoch_later"
+                                   else rng.uniform(1.0, 30.0) if mode == "epoch_earlier" else 0.0, 3)
+                faults.append(Fault(round(at, 3), kind, target, amount, mode))
     return sorted(faults, key=lambda f: f.at_s)
 
 
@@ -494,6 +542,9 @@ class Run:
         self.pgbench_restarts = 0
         self.rows_read = 0  # rows read (at the end, and before a rewind), every copy counted
         self.w2_worker_ids = set()
+        # each writer's id space as configured now: idgen.epoch, idgen.layout, idgen.worker_id
+        self.space = {name: {"epoch": EPOCH_MS, "layout": "twitter", "worker": w}
+                      for name, w in (("a", 1), ("b", 1), ("c", 1), ("w2", "auto"), ("w3", 3))}
         self.stopping = threading.Event()
 
     # -- clock -------------------------------------------------------------------------------
@@ -523,7 +574,7 @@ class Run:
         def member(user, worker):
             return ["shared_preload_libraries = 'idgen'", f"idgen.worker_id = {worker}",
                     f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user={user}'",
-                    "idgen.lease = '3s'", f"idgen.max_clock_skew = '{SKEW_MS}ms'"]
+                    "idgen.lease = '3s'", f"idgen.max_clock_skew = '{SKEW_MS}ms'", *space_lines(EPOCH_MS, "twitter")]
 
         common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on", "chaos.timeline = 1",
                   "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
@@ -557,7 +608,8 @@ class Run:
         a.write_own()
         subprocess.run([a.bin("pg_ctl"), "reload", "-D", a.data_dir], capture_output=True, check=True)
         if self.args.plant == "shared-worker-id":
-            w2_conf = [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 1"]
+            w2_conf = [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 1",
+                       *space_lines(EPOCH_MS, "twitter")]
         else:
             w2_conf = [*common, *member("w2", "auto")]
         w2 = Server(self.cluster, self.base, "w2", w2_conf)
@@ -569,7 +621,8 @@ class Run:
         w2.q(TABLE)
         w2.q("CREATE PUBLICATION chaos FOR TABLE events")
         w3 = Server(self.cluster, self.base, "w3",
-                    [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 3"])
+                    [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 3",
+                     *space_lines(EPOCH_MS, "twitter")])
         self.servers["w3"] = w3
         w3.initdb()
         w3.write_own()
@@ -582,7 +635,7 @@ class Run:
         sub.initdb()
         sub.write_own()
         sub.start()
-        sub.q("CREATE TABLE events (id bigint NOT NULL, u uuid NOT NULL, issuer text NOT NULL, tl int NOT NULL)")
+        sub.q(SUB_TABLE)
         sub.q(f"CREATE SUBSCRIPTION chaos CONNECTION 'host={w2.socket_dir} port={w2.port} user=postgres "
               "dbname=postgres' PUBLICATION chaos WITH (copy_data = false)")
         _wait(lambda: a.q("SELECT 1 FROM pg_stat_replication WHERE application_name = 'b' AND sync_state = 'sync'"),
@@ -629,12 +682,15 @@ class Run:
                     cur.execute("SET statement_timeout = '10s'")
                     while not self.stopping.is_set():
                         started = self.wall_ms()
-                        cur.execute("SELECT snowflake_next(), uuid_v7()::text, worker_id FROM idgen_lease_status()")
-                        sid, u, worker = cur.fetchone()
+                        cur.execute("SELECT snowflake_next(), uuid_v7()::text, worker_id, "
+                                    "current_setting('idgen.epoch')::bigint, current_setting('idgen.layout') "
+                                    "FROM idgen_lease_status()")
+                        sid, u, worker, epoch, layout = cur.fetchone()
                         finished = self.wall_ms()
                         with self.history_lock:
                             self.history.append(history_check.Issued(name, timeline, "snowflake", sid, started,
-                                                                     finished, worker_id=worker))
+                                                                     finished, worker_id=worker, epoch_ms=epoch,
+                                                                     layout=layout))
                             self.history.append(history_check.Issued(name, timeline, "uuid", uuid.UUID(u).int,
                                                                      started, finished))
                         if name == "w2" and worker is not None:
@@ -845,6 +901,124 @@ class Run:
             finally:
                 s.env_vars.pop("IDGEN_TEST_PUSH_DELAY_MS", None)
 
+    # -- an id's space changed between restarts ------------------------------------------------
+    def _set_space(self, s, space, standby_of=None):
+        """Writes the server's idgen.epoch, idgen.layout and worker id into its own.conf (it takes
+        them at its next start)."""
+        self._own_set(s, "idgen.epoch", f"'{space['epoch']}'")
+        self._own_set(s, "idgen.layout", f"'{space['layout']}'")
+        self._own_set(s, "idgen.worker_id", space["worker"])
+        s.write_own(standby_of)
+        self.space[s.name] = dict(space)
+
+    @staticmethod
+    def _probe(s):
+        """("issues", "") if the server hands out a snowflake id now, else (SQLSTATE, message)."""
+        import psycopg2
+        try:
+            s.q("SELECT snowflake_next()", timeout_s=20)
+            return "issues", ""
+        except psycopg2.Error as e:
+            return e.pgcode or type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else ""
+
+    def _issues_within(self, s, seconds, restart_on_refusal):
+        """Probes until the server issues; a 55000 refusal (the id-space check at start-up) is
+        answered by a restart when restart_on_refusal (its moment may have come), anything else
+        (a clock set back by another fault: 58000) by waiting. Returns (issued, restarts, what it
+        saw last)."""
+        deadline = time.monotonic() + seconds
+        restarts = 0
+        while True:
+            state, said = self._probe(s)
+            if state == "issues":
+                return True, restarts, said
+            if time.monotonic() > deadline:
+                return False, restarts, f"{state}: {said[:200]}"
+            time.sleep(1.0)
+            if state == "55000" and restart_on_refusal:
+                s.stop("fast")
+                s.start()
+                restarts += 1
+
+    def do_id_space_change(self, f):
+        """w3 stopped (cleanly or by a crash, drawn) and started under another id space: a later
+        epoch (refused until its ids sort above the old ones, then taken by a restart), an earlier
+        one (taken), Twitter's layout to Instagram's (taken) or back (refused for good: put back,
+        as the HINT says), another worker id (taken)."""
+        stop = random.Random(f.at_s).choice(("fast", "immediate"))
+        with self._locked(f.target) as s:
+            old = dict(self.space[s.name])
+            new = dict(old)
+            if f.mode == "epoch_later":
+                new["epoch"] = old["epoch"] + int(f.amount * 1000)
+            elif f.mode == "epoch_earlier":
+                new["epoch"] = old["epoch"] - int(f.amount * 1000)
+            elif f.mode == "layout":
+                new["layout"] = "instagram" if old["layout"] == "twitter" else "twitter"
+            else:
+                new["worker"] = 5 if old["worker"] == 3 else 3
+            change = ", ".join(f"{k} {old[k]} -> {new[k]}" for k in old if old[k] != new[k])
+            self._set_space(s, new)
+            s.stop(stop)
+            s.start()
+            never = f.mode == "layout" and new["layout"] == "twitter"  # Instagram's ids to Twitter's: never above
+            issued, restarts, said = self._issues_within(s, 5 if never else 60, restart_on_refusal=not never)
+            if issued:
+                if never:
+                    raise RuntimeError(f"{s.name}: {change} was taken, though its ids never sort above the old")
+                return f"{s.name}: {change} after {STOPS[stop]}: taken" + (f" after {restarts} restarts"
+                                                                            if restarts else "")
+            if not never:
+                raise RuntimeError(f"{s.name}: {change} after {STOPS[stop]}: no id within 60 s ({said})")
+            self._set_space(s, old)
+            s.stop("fast")
+            s.start()
+            back, _, said_back = self._issues_within(s, 60, restart_on_refusal=False)
+            if not back:
+                raise RuntimeError(f"{s.name}: {change} refused ({said}), and put back, still no id ({said_back})")
+            return f"{s.name}: {change} after {STOPS[stop]}: refused ({said[:120]}); put back, issuing again"
+
+    def do_standby_unlike(self, f):
+        """A standby restarted under another epoch than its primary's for amount s, then put back: a
+        failover to it meanwhile must refuse ids (it replayed a primary of another epoch) until the
+        setting is put back and it restarts."""
+        name = self.resolve(f.target)
+        s = self.servers[name]
+        with s.lock:
+            if name == self.roles["primary"]:
+                return f"{name} is the primary now: nothing changed"
+            self._set_space(s, {**self.space[name], "epoch": EPOCH_MS + OTHER_EPOCH_MS}, self.relays[name].port)
+            s.stop("fast")
+            s.start()
+        time.sleep(f.amount)
+        with s.lock:  # a failover may have promoted it meanwhile (it takes every lineage lock)
+            promoted = name == self.roles["primary"]
+            refused = self._probe(s) if promoted else None
+            self._set_space(s, {**self.space[name], "epoch": EPOCH_MS}, None if promoted else self.relays[name].port)
+            s.stop("fast")
+            s.start()
+            if promoted and refused[0] == "issues":
+                raise RuntimeError(f"{name}, promoted under an epoch {OTHER_EPOCH_MS} ms off its primary's, issued ids")
+        return (f"{name}: epoch {OTHER_EPOCH_MS:+d} ms for {f.amount} s, then put back"
+                + (f"; promoted meanwhile and refused ({refused[0]})" if promoted else ""))
+
+    def do_registry_other_epoch(self, f):
+        """w2 restarted under another epoch: its registry serves the old one and refuses it (its own
+        start-up check would take an earlier epoch), for amount s; then put back."""
+        with self._locked(f.target) as s:
+            self._set_space(s, {**self.space[s.name], "epoch": EPOCH_MS + OTHER_EPOCH_MS})
+            s.stop("fast")
+            s.start()
+            state, said = self._probe(s)
+        time.sleep(f.amount)
+        with self._locked(f.target) as s:
+            self._set_space(s, {**self.space[s.name], "epoch": EPOCH_MS})
+            s.stop("fast")
+            s.start()
+        if state == "issues" or "registry serves" not in said:
+            raise RuntimeError(f"w2 under an epoch {OTHER_EPOCH_MS} ms off its registry's: {state} {said[:160]}")
+        return f"w2: epoch {OTHER_EPOCH_MS:+d} ms for {f.amount} s, refused by the registry; put back"
+
     def do_failover(self, f):
         return self._failover(synchronous=True)
 
@@ -908,7 +1082,7 @@ class Run:
             # the rows a rewind or a rebuild is about to discard were handed out all the same: keep
             # them for the checker (a standby that cannot follow holds rows no other server has)
             with contextlib.suppress(Exception):
-                rows = s.q("SELECT id, u::text, issuer, tl FROM events", timeout_s=120)
+                rows = s.q(f"SELECT {ROW} FROM events", timeout_s=120)
                 self.rows_read += len(rows)
                 self.rows_read_before_rewinds += len(rows)
                 self.salvaged.update(rows)
@@ -970,16 +1144,16 @@ class Run:
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
         found = set(self.salvaged)  # a row's copies (standbys, the subscriber) are one hand-out: read once
         for name in ("a", "b", "c", "w2", "w3", "sub"):
-            rows = self.servers[name].q("SELECT id, u::text, issuer, tl FROM events", timeout_s=600)
+            rows = self.servers[name].q(f"SELECT {ROW} FROM events", timeout_s=600)
             self.rows_read += len(rows)
             found.update(rows)
         w2_ids = sorted(self.w2_worker_ids)
         out = []
-        for sid, u, issuer, tl in found:
-            worker = 1 if issuer in LINEAGE else 3 if issuer == "w3" else (w2_ids[0] if len(w2_ids) == 1 else None)
-            if self.args.plant == "shared-worker-id" and issuer == "w2":
-                worker = 1
-            out.append(history_check.Issued(issuer, tl, "snowflake", sid, 0, 0, worker_id=worker, stored=True))
+        for sid, u, issuer, tl, epoch, layout, wk in found:
+            # an automatic id is not in the row: w2's, if it only ever held one
+            worker = int(wk) if wk.isdigit() else (w2_ids[0] if len(w2_ids) == 1 else None)
+            out.append(history_check.Issued(issuer, tl, "snowflake", sid, 0, 0, worker_id=worker, stored=True,
+                                            epoch_ms=epoch, layout=layout))
             out.append(history_check.Issued(issuer, tl, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
         return out
 
@@ -1111,7 +1285,7 @@ def markdown(s, report, fault_log):
     lines = [f"# Chaos run: seed {s['seed']}, {s['seconds']} s" + (f", planted: {s['plant']}" if s["plant"] else ""),
              "", f"Replay: `bash pg_test/faults/run {s['command']}`", "",
              "| fault | carried out | failed |", "|---|---:|---:|"]
-    for kind in sorted(KINDS):
+    for kind in sorted(ALL_KINDS):
         k = s["faults_by_kind"].get(kind, {"done": 0, "failed": 0})
         lines.append(f"| {kind} | {k['done']} | {k['failed']} |")
     lines += ["", f"Ids checked: {s['ids_checked']} ({s['ids_by_source']['select']} handed out by SELECT, "

@@ -11,7 +11,9 @@ client's clock around the call). The checker finds:
   stays"). The checker excuses a pair only when it can show exactly that: the earlier id came
   from the old primary on the old timeline before that promotion, its time lies past the
   horizon the standby had replayed, and the later one from the promoted server after it;
-- **wrong fields**: a snowflake id whose worker bits are not its issuer's, a UUID that is not
+- **wrong fields**: each snowflake id is read under the id space its issuer had when it made it
+  (idgen.epoch and idgen.layout: the schedule changes them between restarts), and one whose
+  worker bits are not its issuer's, a UUID that is not
   version 7, an id whose time is further than the allowed skew from when it was handed out *by
   its issuer's clock*: each server's clock offsets (the schedule sets them, up to tens of
   seconds back) are known, and an id is judged against the offsets its server's clock had
@@ -28,8 +30,9 @@ client's clock around the call). The checker finds:
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-SEQUENCE_BITS = 12
-WORKER_BITS = 10
+# (worker bits, sequence bits) of the layouts the schedule runs under; their time field is the rest,
+# counted in milliseconds.
+LAYOUT_BITS = {"twitter": (10, 12), "instagram": (13, 10)}
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class Issued:
     finished_ms: float  # ... and when its answer came
     worker_id: int | None = None  # the issuer's worker id, for a snowflake id
     stored: bool = False  # found in a table (else handed out by SELECT only)
+    epoch_ms: int | None = None  # the issuer's idgen.epoch when it made it (None: check()'s)
+    layout: str = "twitter"  # ... and its idgen.layout
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,11 @@ class Report:
         return not self.violations
 
 
-def snowflake_fields(value, epoch_ms):
-    """(unix ms, worker id, sequence) of a snowflake id."""
-    return ((value >> (WORKER_BITS + SEQUENCE_BITS)) + epoch_ms, (value >> SEQUENCE_BITS) & ((1 << WORKER_BITS) - 1),
-            value & ((1 << SEQUENCE_BITS) - 1))
+def snowflake_fields(value, epoch_ms, layout="twitter"):
+    """(unix ms, worker id, sequence) of a snowflake id of the layout under the epoch."""
+    worker_bits, sequence_bits = LAYOUT_BITS[layout]
+    return ((value >> (worker_bits + sequence_bits)) + epoch_ms, (value >> sequence_bits) & ((1 << worker_bits) - 1),
+            value & ((1 << sequence_bits) - 1))
 
 
 def uuid_fields(value):
@@ -104,12 +110,17 @@ def offsets_around(steps, started_ms, finished_ms, catch_up_ms):
 
 
 def issued_ms(i, epoch_ms):
-    return snowflake_fields(i.value, epoch_ms)[0] if i.kind == "snowflake" else uuid_fields(i.value)[0]
+    """The id's time; epoch_ms: the epoch of an id that does not name its own."""
+    if i.kind != "snowflake":
+        return uuid_fields(i.value)[0]
+    return snowflake_fields(i.value, epoch_ms if i.epoch_ms is None else i.epoch_ms, i.layout)[0]
 
 
 def _describe(i):
     return (f"{i.kind} {i.value} from {i.server} (timeline {i.timeline}, {'stored' if i.stored else 'SELECT'}, "
-            f"handed out at {i.started_ms:.0f}–{i.finished_ms:.0f} ms)")
+            f"handed out at {i.started_ms:.0f}–{i.finished_ms:.0f} ms"
+            + (f", epoch {i.epoch_ms}, layout {i.layout}" if i.kind == "snowflake" and i.epoch_ms is not None else "")
+            + ")")
 
 
 def _excuse(first, second, promotions, epoch_ms):
@@ -160,7 +171,7 @@ def check(history, promotions=(), epoch_ms=0, skew_ms=1000, offsets=None):
     for i in history:
         at = issued_ms(i, epoch_ms)
         if i.kind == "snowflake":
-            _, worker, _ = snowflake_fields(i.value, epoch_ms)
+            _, worker, _ = snowflake_fields(i.value, epoch_ms if i.epoch_ms is None else i.epoch_ms, i.layout)
             if i.value < 0 or i.value >> 63:
                 report.violations.append(f"{_describe(i)}: negative")
             if i.worker_id is not None and worker != i.worker_id:

@@ -202,3 +202,33 @@ def test_stored_rows_across_an_asynchronous_failover_are_excused_by_their_timeli
 def test_field_decoders():
     assert h.snowflake_fields(snowflake(EPOCH + 12345, 1023, 4095), EPOCH) == (EPOCH + 12345, 1023, 4095)
     assert h.uuid_fields(uuid7(1_700_000_000_123)) == (1_700_000_000_123, 7, 2)
+
+
+def test_each_id_is_read_under_the_id_space_its_issuer_had_then():
+    """The schedule changes a writer's idgen.epoch and idgen.layout between restarts: an id is
+    judged under the epoch and layout it names, so one made right is clean, and one that names a
+    space it was not made under shows its time off."""
+    t = 1_700_000_000_000
+    later = EPOCH + 3_000
+    under_later = ((t - later) << 22) | (3 << 12)
+    instagram = ((t + 10 - EPOCH) << 23) | (5000 << 10)
+    history = [h.Issued("w3", 1, "snowflake", under_later, t - 1, t + 1, worker_id=3, epoch_ms=later),
+               h.Issued("w3", 1, "snowflake", instagram, t + 9, t + 11, worker_id=5000, layout="instagram")]
+    assert h.check(history, epoch_ms=EPOCH, skew_ms=50).ok()
+    wrong = [h.Issued("w3", 1, "snowflake", under_later, t - 1, t + 1, worker_id=3)]
+    r = h.check(wrong, epoch_ms=EPOCH, skew_ms=50)
+    assert len(r.violations) == 1 and "its time is" in r.violations[0], r.violations
+    r = h.check([h.Issued("w3", 1, "snowflake", instagram, t + 9, t + 11, worker_id=5000)], epoch_ms=EPOCH, skew_ms=50)
+    assert any("worker id" in v for v in r.violations), r.violations
+
+
+def test_a_later_epoch_whose_ids_sort_below_the_old_ones_is_caught():
+    """What a server that skipped the id-space check at start-up would do: after a restart under an
+    epoch 3 s later, its next ids are below the ones it handed out before."""
+    t = 1_700_000_000_000
+    before = h.Issued("w3", 1, "snowflake", ((t - EPOCH) << 22) | (3 << 12), t - 1, t + 1, worker_id=3)
+    later = EPOCH + 3_000
+    after = h.Issued("w3", 1, "snowflake", ((t + 500 - later) << 22) | (3 << 12), t + 499, t + 501, worker_id=3,
+                     epoch_ms=later)
+    r = h.check([before, after], epoch_ms=EPOCH, skew_ms=50)
+    assert len(r.violations) == 1 and "is not above" in r.violations[0], r.violations
