@@ -17,7 +17,7 @@ FOLDERS = {"core/src": 0, "pg": 1, "sql": 2}
 
 def module_of(path):
     """(floor, module) of a source file: src/core/src/snowflake/tests.rs is (0, 'snowflake'),
-    src/pg/registry.rs (1, 'pg::registry'), src/sql/uuid7.rs (2, 'sql')."""
+    src/pg/registry.rs (1, 'pg::registry'), src/sql/uuid7.rs (2, 'sql::uuid7')."""
     rel = os.path.relpath(path, os.path.join(ROOT, "src")).replace(os.sep, "/")
     for folder, floor in FOLDERS.items():
         if rel.startswith(folder + "/"):
@@ -26,14 +26,15 @@ def module_of(path):
                 return 0, name
             if floor == 1:
                 return 1, f"pg::{name}"
-            return 2, "sql"
+            return 2, f"sql::{name}"
     return None, rel
 
 
 def imports(text, floor):
     """The modules a file names, as (floor, module): `idgen_core::x` and, in the core,
-    `crate::x` are the core's; `crate::pg::x` the Postgres layer's; `crate::sql` the SQL
-    functions'. Grouped forms (`crate::pg::{a, b::c}`) count each name."""
+    `crate::x` are the core's; `crate::pg::x` the Postgres layer's; `crate::sql::x` the SQL
+    functions' (a bare `crate::sql`: the folder's index). Grouped forms (`crate::pg::{a, b::c}`)
+    count each name."""
     code = "\n".join(line.split("//")[0] for line in text.splitlines())
     found = set()
 
@@ -51,15 +52,17 @@ def imports(text, floor):
         return found
     for name in names(r"crate::pg"):
         found.add((1, f"pg::{name}"))
-    if re.search(r"\bcrate::sql\b", code):
-        found.add((2, "sql"))
+    for name in names(r"crate::sql"):
+        found.add((2, f"sql::{name}"))
+    if re.search(r"\bcrate::sql\b(?!::)", code):
+        found.add((2, "sql::mod"))
     return found
 
 
 def sources():
     for path in sorted(glob.glob(os.path.join(ROOT, "src", "**", "*.rs"), recursive=True)):
         rel = os.path.relpath(path, ROOT)
-        if rel in ("src/lib.rs", "src/pg_tests.rs", "src/core/src/lib.rs", "src/pg/mod.rs"):
+        if rel in ("src/lib.rs", "src/pg_tests.rs", "src/core/src/lib.rs", "src/pg/mod.rs", "src/sql/mod.rs"):
             continue  # the wiring: it names every module of its floor
         with open(path) as f:
             yield rel, *module_of(path), f.read()
@@ -79,6 +82,14 @@ def test_imports_run_down_only_and_no_file_above_the_core_is_imported_by_it():
             if other_floor > floor:
                 wrong.append(f"{rel} ({FLOORS[floor]}) imports {other} ({FLOORS[other_floor]})")
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_sql_function_file_imports_another():
+    """The SQL functions are thin: each file calls down into the Postgres layer and the core, never
+    sideways into another family's file (where uuid_v7() once raised snowflake's errors)."""
+    sideways = [f"{rel} imports {other}" for rel, floor, module, text in sources() if floor == 2
+                for other_floor, other in imports(text, floor) if other_floor == 2 and other != module]
+    assert not sideways, "\n".join(sideways)
 
 
 def lock_packages():
@@ -131,7 +142,8 @@ def test_no_circle_among_the_modules():
 def test_the_reader_sees_grouped_and_plain_imports():
     text = "use crate::pg::{clock, settings::x};\nuse idgen_core::{lease, snowflake::Y};\n" \
            "let a = crate::sql::f(); // crate::pg::errors"
-    assert imports(text, 1) == {(1, "pg::clock"), (1, "pg::settings"), (0, "lease"), (0, "snowflake"), (2, "sql")}
+    assert imports(text, 1) == {(1, "pg::clock"), (1, "pg::settings"), (0, "lease"), (0, "snowflake"), (2, "sql::f")}
+    assert imports("crate::sql::snowflake::raise(e)", 2) == {(2, "sql::snowflake")}
     assert imports("use crate::snowflake::MAX_WORKER_ID;", 0) == {(0, "snowflake")}
 
 

@@ -5,12 +5,15 @@
 //! `settings` → `registry_client` (which checks `idgen.registry`), and `registry` →
 //! `registry_client`; `clock` and `errors` are leaves (docs/development.md draws them all). Nothing here
 //! imports `crate::sql`: where the registry refuses an id it says where the lease stands
-//! (`registry::View`), and the SQL function raises the error.
+//! (`registry::View`), and `refusals` words the error the SQL function raises.
 
 pub mod clock;
 pub mod errors;
 pub mod horizon_store;
+pub mod palloc;
+pub mod refusals;
 pub mod registry;
 pub mod registry_client;
 pub mod settings;
 pub mod shared;
+pub mod timestamps;

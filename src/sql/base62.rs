@@ -151,7 +151,7 @@ pub unsafe extern "C-unwind" fn idgen_base62_encode(
         // frame and the #[pg_guard] one around it, and no value with a destructor is alive in
         // either (`Alphabet` is plain bytes; no RefCell is borrowed).
         let size = pg_sys::VARHDRSZ + len;
-        let result = crate::sql::palloc_unguarded(size).cast::<pg_sys::varlena>();
+        let result = crate::pg::palloc::palloc_unguarded(size).cast::<pg_sys::varlena>();
         set_varsize_4b(result, size as i32);
         // The digits go straight into the result: building them on the stack and copying the
         // buffer out stalled on store forwarding (half the function's time in perf).

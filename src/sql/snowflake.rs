@@ -7,10 +7,13 @@
 //! generator's shared memory and the postmaster-fixed worker id.
 
 use crate::pg::errors::{self, error};
-use crate::pg::horizon_store::{self, HORIZON_FILE};
+use crate::pg::horizon_store;
+use crate::pg::refusals::{
+    raise_auto_without_registry, raise_generator, raise_lease_ended, raise_refused,
+};
 use crate::pg::registry::{self, Permit};
-use crate::pg::{clock, settings, shared};
-use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
+use crate::pg::timestamps::{out_of_timestamp_range, timestamp_of_unix_ms, unix_ms_of};
+use crate::pg::{settings, shared};
 use idgen_core::layout::{Fields, Layout};
 use idgen_core::lease::{Mode, Refusal, Standing};
 use idgen_core::snowflake::{self as sf, Config, FloorError, GenError, TimeBase};
@@ -117,145 +120,6 @@ fn current_worker_id() -> Option<i32> {
 }
 
 #[track_caller]
-fn raise_auto_without_registry() -> ! {
-    error(errors::NOT_IN_PREREQUISITE_STATE, "idgen.worker_id = auto needs a registry, and idgen.registry is not set")
-        .detail("With auto, the worker id is leased from the registry, a PostgreSQL database that every server of the fleet reaches.")
-        .hint("Install sql/registry/idgen_registry.sql in the registry database, set idgen.registry to its libpq connection string (no password: use a passfile) and restart; or give this server a fixed idgen.worker_id.")
-        .raise()
-}
-
-#[track_caller]
-fn raise_lease_ended(permit: &Permit, view: &registry::View) -> ! {
-    let why = if view.failing {
-        format!("The registry could not renew it: {}", view.text)
-    } else {
-        "The registry has not renewed it.".to_string()
-    };
-    error(errors::NOT_IN_PREREQUISITE_STATE, format!(
-        "snowflake_next() refuses to run: the lease of worker id {} ended at {}",
-        permit.worker_id, timestamp_of_unix_ms(permit.fence_ms)))
-        .detail(format!("The lease is the right to issue (with idgen.worker_id = auto, and with a fixed id unless idgen.unverified_worker_id = issue): once it ends, the registry may give the worker id to another server, so no id comes from a millisecond at or after its end. {why}"))
-        .hint("Ids resume as soon as the registry renews the lease. Check the registry server and idgen.registry; idgen_lease_status() shows the lease.")
-        .raise()
-}
-
-/// snowflake_next() issues nothing: the registry refused, or never answered.
-#[track_caller]
-fn raise_refused(mode: Mode, view: &registry::View) -> ! {
-    let Standing::Refused(refusal) = &view.standing else {
-        error(errors::NOT_IN_PREREQUISITE_STATE, "snowflake_next() refuses to run: the lease worker has not heard from the registry yet")
-            .detail(format!("The registry (idgen.registry) has not answered the first claim of this server's worker id. {}", view.text))
-            .hint("Check the registry server and the server log; idgen_lease_status() shows where the lease stands.")
-            .raise()
-    };
-    let message = format!(
-        "snowflake_next() refuses to run: {}",
-        registry::refusal_text(refusal)
-    );
-    let e = error(errors::NOT_IN_PREREQUISITE_STATE, message);
-    match refusal {
-        // Past its end by more than the clocks may differ: the registry keeps the id for that
-        // server for a reason the message gives (an unfenced lease, or this server's system
-        // identifier under another registry role); this side cannot tell which.
-        Refusal::Conflict { other_lease_ends_ms, .. }
-            if other_lease_ends_ms.saturating_add(settings::max_clock_skew_ms()) < clock::now_unix_ms() => e
-            .detail(format!("Its lease ended at {}, and at its last answer the registry still kept the id for that server, for the reason given above. Two servers with one worker id can issue the same ids.", timestamp_of_unix_ms(*other_lease_ends_ms)))
-            .hint("The view idgen_registry.holders in the registry shows the lease. An unfenced lease (a server under idgen.unverified_worker_id = issue, whose lease's end does not show that it stopped) is the registry owner's to free once that server is gone for good: SELECT idgen_registry.free(worker_id), and this server then takes it. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it.")
-            .raise(),
-        Refusal::Conflict { other_lease_ends_ms, .. } => e
-            .detail(format!("Its lease ends at {}. Two servers with one worker id can issue the same ids; the registry (idgen.registry) holds a live lease of it for the other server.", timestamp_of_unix_ms(*other_lease_ends_ms)))
-            .hint("Where the other is another run of this server that has stopped (a start after a crash), nothing is needed: this server keeps asking and issues ids once that lease ends. Otherwise give this server a worker id of its own (or idgen.worker_id = auto) and restart it; the view idgen_registry.holders in the registry shows the ids in use.")
-            .raise(),
-        Refusal::Exhausted => e
-            .detail(format!("With idgen.worker_id = auto, each server leases one of the {} worker ids of layout {}. A lease that nobody renews is free once it ends, but one held by a fixed-id server under idgen.unverified_worker_id = issue: that server carries on without the registry, so its id is never given to another server until the registry's owner frees it.", registry::worker_ids(), settings::layout()))
-            .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
-            .raise(),
-        Refusal::OverQuota { holding, first_ends_ms, .. } => {
-            let ends = if *first_ends_ms == 0 {
-                "none of them ends by itself".to_string()
-            } else {
-                format!("the first fenced one ends at {}", timestamp_of_unix_ms(*first_ends_ms))
-            };
-            e.detail(format!("Its leases: {holding}; {ends}. The registry's owner allows each registry role a number of leases at once (one unless idgen_registry.quota says more), so that no member can take the ids the others need: its live leases, and its unfenced ones (fixed ids under idgen.unverified_worker_id = issue), ended or not, until the owner frees them."))
-            .hint("Give this server a registry role of its own, or, where one role is meant to hold more (an HA pair, whose promoted standby takes an id while its crashed primary's lease runs out), have the registry's owner raise it in idgen_registry.quota. This server keeps asking, and issues ids once the role holds fewer.")
-            .raise()
-        }
-        Refusal::Lost { .. } => e
-            .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
-            .hint("Restart this server: it claims a worker id again (with auto, a free one).")
-            .raise(),
-        Refusal::WrongIdSpace { .. } => e
-            .detail("A registry leases the worker ids of one id space, one layout under one epoch; ids of two layouts or two epochs can be equal whatever their worker ids, so it serves no server of another.")
-            .hint("Point idgen.registry at a registry installed for this server's layout and epoch (psql -v layout=... -v epoch=... -f sql/registry/idgen_registry.sql, docs/registry.md), or set idgen.layout and idgen.epoch to the registry's, and restart.")
-            .raise(),
-        Refusal::NeverVerified => {
-            let hint = match mode {
-                Mode::Auto => "Check idgen.registry, the registry server and the server log; ids start once the registry grants a lease.".to_string(),
-                Mode::Fixed(_) => "Check idgen.registry, the registry server and the server log. To issue ids on a fixed worker id that the registry cannot confirm, set idgen.unverified_worker_id = issue.".to_string(),
-            };
-            e.detail(format!("The registry did not answer the claim of this server's worker id: {}", view.text))
-                .hint(hint)
-                .raise()
-        }
-    }
-}
-
-#[track_caller]
-pub(crate) fn raise_generator(e: GenError) -> ! {
-    let message = e.to_string();
-    match e {
-        GenError::ClockBehind { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
-            .detail(format!(
-                "No id is issued from a millisecond before the last one used, so ids never repeat or decrease. Ids resume once the clock reaches {}.",
-                timestamp_of_unix_ms(resume_unix_ms)
-            ))
-            .hint("Check the system clock (NTP). To wait longer instead of failing, raise idgen.max_clock_wait.")
-            .raise(),
-        GenError::ClockBeforeEpoch { .. } => error(errors::SYSTEM_ERROR, message)
-            .hint("Check the system clock, or idgen.epoch in postgresql.conf.")
-            .raise(),
-        GenError::Overflow { .. } => error(errors::SYSTEM_ERROR, message)
-            .hint("A layout's ids span its lifetime from idgen.epoch (Twitter's: about 69.7 years; docs/layouts.md lists each); a later epoch would make new ids sort below old ones.")
-            .raise(),
-        GenError::ClockBehindHorizon { resume_unix_ms, .. } if horizon_store::id_space_change().is_some_and(|(_, floor)| resume_unix_ms <= floor.saturating_add(1)) => {
-            let (from, floor) = horizon_store::id_space_change().expect("checked");
-            error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}, where ids under this server's idgen.epoch and idgen.layout begin to sort above those made before under {}", clock::timestamptz_text(floor), errors::id_space(from.epoch_unix_ms, from.layout)))
-                .detail(format!("The settings changed since ids were last made here; ids resume once the clock reaches {}.", timestamp_of_unix_ms(resume_unix_ms)))
-                .hint("Wait and call again, or raise idgen.max_clock_wait to wait longer; or put idgen.epoch and idgen.layout back and restart.")
-                .raise()
-        }
-        GenError::ClockBehindHorizon { resume_unix_ms, behind_ms, .. } if registry::registry_floor().is_some_and(|(floor, _)| resume_unix_ms <= floor.saturating_add(settings::layout().unit_ms())) => {
-            let (floor, from) = registry::registry_floor().expect("checked");
-            let worker = registry::view().standing;
-            let worker = match worker {
-                Standing::Holding { worker_id, .. } => format!("worker id {worker_id}"),
-                _ => "this server's worker id".into(),
-            };
-            let from = if from.is_empty() { "a holder the registry's owner freed".to_string() } else { from };
-            error(errors::SYSTEM_ERROR, format!("snowflake_next() issues no id before {}: the registry recorded {worker}'s earlier holders as having issued ids up to then, {behind_ms} ms ahead of this server's clock", clock::timestamptz_text(floor)))
-                .detail(format!("This server took {worker} over from {from} (idgen.registry); ids resume once the clock reaches {}, more than the 1-s horizon lead plus idgen.max_clock_wait from now.", timestamp_of_unix_ms(resume_unix_ms)))
-                .hint("Check this server's clock and the earlier holder's (NTP) against the registry's: idgen_registry.holders in the registry shows each id's last horizon. The registry's owner bounds how far ahead a member may report in idgen_registry.clock (docs/registry.md). To wait longer instead of failing, raise idgen.max_clock_wait.")
-                .raise()
-        }
-        GenError::ClockBehindHorizon { resume_unix_ms, .. } => error(errors::SYSTEM_ERROR, message)
-            .detail(format!(
-                "Ids up to the horizon may have been issued before (by this server before a crash or restart, or by the primary it replayed), so no id comes from a millisecond at or before it. Ids resume once the clock reaches {}.",
-                timestamp_of_unix_ms(resume_unix_ms)
-            ))
-            .hint("Check the system clock (NTP) against the server that issued the ids before. To wait longer instead of failing, raise idgen.max_clock_wait.")
-            .raise(),
-        GenError::Horizon(e) if e.kind() == std::io::ErrorKind::Interrupted => error(errors::QUERY_CANCELED, format!("canceling statement: {message}"))
-            .detail("With synchronous replication, no id beyond the horizon is issued before the synchronous standbys have it: after a failover they would issue it again.")
-            .hint("Check the synchronous standbys (pg_stat_replication, synchronous_standby_names); ids resume when they confirm the horizon.")
-            .raise(),
-        GenError::Horizon(_) => error(errors::IO_ERROR, message)
-            .detail(format!("Before ids from a new second are issued, {HORIZON_FILE} in the data directory must be updated and fsynced."))
-            .hint("Check free space and permissions in the data directory.")
-            .raise(),
-    }
-}
-
-#[track_caller]
 fn fields(id: i64, layout: &Layout) -> Fields {
     layout.decompose(id).unwrap_or_else(|e| {
         error(
@@ -316,7 +180,7 @@ fn timestamp_in(id: i64, base: &TimeBase) -> TimestampWithTimeZone {
     let ms = u128::from(tick) * u128::from(base.layout.unit_ms()) + u128::from(base.epoch_unix_ms);
     match u64::try_from(ms) {
         Ok(ms) => timestamp_of_unix_ms(ms),
-        Err(_) => crate::sql::out_of_timestamp_range(ms),
+        Err(_) => out_of_timestamp_range(ms),
     }
 }
 

@@ -1,8 +1,10 @@
 //! uuid_v7() and its companions, and PostgreSQL 18's names for builds on 13-17.
 
 use crate::pg::errors::{self, error};
+use crate::pg::palloc::palloc_unguarded;
+use crate::pg::refusals::raise_generator;
+use crate::pg::timestamps::{timestamp_of_unix_ms, unix_ms_of};
 use crate::pg::{clock, horizon_store, shared};
-use crate::sql::{timestamp_of_unix_ms, unix_ms_of};
 use idgen_core::{snowflake, uuid7};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -29,7 +31,7 @@ fn next_v7_bytes() -> [u8; 16] {
         // twice a second, a WAL record and the file — before the UUID is handed out.
         let ms = uuid7::timestamp_ms(&bytes).expect("a v7 UUID");
         snowflake::cover(state, ms, &mut horizon_store::Backend)
-            .unwrap_or_else(|e| crate::sql::snowflake::raise_generator(e));
+            .unwrap_or_else(|e| raise_generator(e));
     }
     bytes
 }
@@ -68,7 +70,7 @@ pub unsafe extern "C-unwind" fn uuid_v7_wrapper(
     unsafe {
         // Nothing with a destructor is alive here and the RNG's RefCell is released: see
         // palloc_unguarded.
-        let result = crate::sql::palloc_unguarded(bytes.len()).cast::<[u8; 16]>();
+        let result = palloc_unguarded(bytes.len()).cast::<[u8; 16]>();
         result.write(bytes);
         pg_sys::Datum::from(result)
     }

@@ -387,6 +387,14 @@ pub fn retry_interval_ms(lease_ms: u64) -> u64 {
     (lease_ms / 10).clamp(100, 1000)
 }
 
+/// Whether a registry that still keeps an id for another holder whose lease ended at
+/// `other_lease_ends_ms` (the registry's clock) keeps it past that end by more than the clocks may
+/// differ (`skew_ms`) at `now_ms` (this server's clock): then the registry keeps it for a reason
+/// of its own (an unfenced lease), not because the lease may still run.
+pub fn kept_past_its_end(other_lease_ends_ms: u64, skew_ms: u64, now_ms: u64) -> bool {
+    other_lease_ends_ms.saturating_add(skew_ms) < now_ms
+}
+
 /// `text` with every character outside printable ASCII written as an escape (`\n`, `\u{202e}`):
 /// what another registry member wrote (its server's name) reaches this server's log and errors
 /// only so, whatever the registry let through.
@@ -406,6 +414,16 @@ pub fn printable(text: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_conflict_is_kept_past_its_end_only_beyond_the_clock_skew() {
+        assert!(
+            !kept_past_its_end(1_000, 500, 1_500),
+            "at the end plus the skew: may still run"
+        );
+        assert!(kept_past_its_end(1_000, 500, 1_501));
+        assert!(!kept_past_its_end(u64::MAX, 500, u64::MAX), "no overflow");
+    }
 
     #[test]
     fn another_members_text_reaches_this_servers_log_with_no_control_character() {
