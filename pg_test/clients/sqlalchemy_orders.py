@@ -8,12 +8,16 @@ prints one JSON line: the keys it read back and the DDL's defaults."""
 import json
 import sys
 
-from sqlalchemy import BigInteger, Text, Uuid, create_engine, insert, select, text
+from sqlalchemy import DDL, BigInteger, Text, Uuid, create_engine, event, insert, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 
 class Base(DeclarativeBase):
     pass
+
+
+# the functions the DEFAULTs call: create_all() makes the extension before the tables
+event.listen(Base.metadata, "before_create", DDL("CREATE EXTENSION IF NOT EXISTS idgen"))
 
 
 class Order(Base):

@@ -1,3 +1,4 @@
+from django.contrib.postgres.operations import CreateExtension
 from django.db import migrations, models
 
 import shop.models
@@ -7,6 +8,7 @@ class Migration(migrations.Migration):
     initial = True
     dependencies = []
     operations = [
+        CreateExtension("idgen"),  # the functions the DEFAULTs call, before the tables
         migrations.CreateModel(
             name="Order",
             fields=[
