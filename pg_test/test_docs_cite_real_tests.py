@@ -9,7 +9,7 @@ import re
 from conftest import ROOT
 
 DOCS = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
-TEST_DIRS = ["pg_test", "pg_test/as_root", "pg_test/faults", "benches"]
+TEST_DIRS = ["pg_test", "pg_test/as_root", "pg_test/faults", "pg_test/clients", "pg_test/mutants", "benches"]
 # `test_x.py`, `pg_test/test_x.py::test_y`, `::test_y` (a function of the file cited last),
 # each possibly followed by a parameter id in brackets
 CITE = re.compile(r"`(?P<file>(?:[\w./]+/)?test_\w+\.py)?(?:::(?P<func>test_\w+))?(?:\[[^\]`]*\])?`")
@@ -59,3 +59,16 @@ def test_the_citation_reader_follows_the_file_cited_last():
     text = "`test_a.py::test_one`, `::test_two[x]` and `pg_test/test_b.py`, then `::test_three`; `plain`"
     assert list(citations(text)) == [("test_a.py", "test_one"), ("test_a.py", "test_two"),
                                      ("pg_test/test_b.py", None), ("pg_test/test_b.py", "test_three")]
+
+
+def test_the_development_guide_names_every_test_file():
+    """docs/development.md's list of tests names every test file of the tree: a new file that the
+    guide does not describe fails here."""
+    with open(os.path.join(ROOT, "docs", "development.md")) as f:
+        guide = f.read()
+    files = sorted({os.path.basename(p) for d in ("pg_test", "benches")
+                    for p in glob.glob(os.path.join(ROOT, d, "**", "test_*.py"), recursive=True)
+                    if "node_modules" not in p and ".venv" not in p})
+    assert len(files) > 30, files
+    missing = [name for name in files if name not in guide]
+    assert not missing, f"docs/development.md does not name: {missing}"

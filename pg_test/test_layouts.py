@@ -179,6 +179,25 @@ def test_an_earlier_epoch_is_taken_at_once_and_discords_layout_is_twitters(clust
     assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
 
 
+def test_the_instagram_recipe_works_on_a_server_that_has_already_issued_ids(cluster_factory):
+    """docs/layouts.md's move from Instagram's next_id(), on a server that issued Twitter ids
+    before: its layout, its (later) epoch and its shard id, a restart, the floor raised. Taken at
+    once (Instagram's ids carry the time one bit further up, so they sort above Twitter's of any
+    time since 2012), and every new id is above every old one, with the shard id in its place."""
+    c = cluster_factory("recipe", worker_id=1)
+    c.q("CREATE EXTENSION idgen")
+    c.q("CREATE TABLE t (id bigint)")
+    top = ids_and_stop(c)
+    c.append_conf("idgen.layout = 'instagram'", "idgen.epoch = 1314220021721", "idgen.worker_id = 5")
+    c.start()
+    assert "snowflake ids now made under" in c.log(), c.log()[-2000:]
+    c.q("INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20000)")
+    assert c.one(f"SELECT count(*) FROM t WHERE id > {top}") == 20000
+    assert c.one(f"SELECT bool_and(snowflake_worker_id(id, 'instagram') = 5) FROM t WHERE id > {top}")
+    floor = c.one("SELECT snowflake_raise_floor(max(id)) FROM t")
+    assert floor > c.one("SELECT max(id) FROM t") and c.one("SELECT snowflake_next()") >= floor
+
+
 def test_after_a_crash_the_settings_are_judged_as_after_a_clean_stop_and_an_unused_layout_traps_nothing(
         cluster_factory):
     """Crash recovery replays the server's own WAL, not a primary's: Twitter's layout to

@@ -1,4 +1,4 @@
-"""Moving a table from another generator of the same layout onto idgen (issue 36, item 4): a table
+"""Moving a table from another generator of the same layout onto idgen: a table
 whose ids come from Instagram's PL/pgSQL next_id() switches its DEFAULT to snowflake_next() while
 writers keep inserting, and snowflake_raise_floor() keeps every new id above every stored one —
 durably (the horizon file, its WAL record on a standby, a crash). Without the floor the same switch

@@ -1,4 +1,4 @@
-"""The worker-id registry (issue 23): servers lease their worker ids from a PostgreSQL database
+"""The worker-id registry: servers lease their worker ids from a PostgreSQL database
 (sql/registry/idgen_registry.sql), fail fast on a clash, take free ids with
 idgen.worker_id = auto, and resume a reused id after everything its last holder issued.
 
@@ -410,8 +410,8 @@ def test_a_member_holding_a_claim_open_or_reaching_for_a_live_lease_blocks_no_on
 
 @pytest.mark.default_and_newest(SQL_RULES)
 def test_a_member_that_claims_every_id_gets_its_quota_and_no_more(cluster_factory, registry):
-    """One statement claiming ids 2 to 1023 under made-up holders (the review's attack: it left
-    no id for anyone, for good) gets the one live lease a role may hold; an honest server still
+    """One statement claiming ids 2 to 1023 under made-up holders (with no quota it left no id
+    for anyone, for good) gets the one live lease a role may hold; an honest server still
     gets an id, and the owner's quota is what allows a role more."""
     fleet_role(registry, "greedy")
     claims = ("SELECT c.outcome, count(*) FROM pg_catalog.generate_series(2, 1023) AS g,"
@@ -850,8 +850,8 @@ def test_a_clone_of_an_auto_server_started_beside_it_never_shares_its_worker_id(
     port and name changed (it has the same system identifier, registry role and settings): a
     run of its own, never given the original's lease. Its role may hold one lease by default,
     so it refuses, naming the original; allowed two, it takes another id. No id is issued twice
-    while both are under load. (Before runs, both held one lease: 112,232 ids of 600,000 were
-    issued twice in the review, 182,761 of 1.9 million here.)"""
+    while both are under load. (Before runs, both held one lease: 182,761 of 1.9 million ids were
+    issued twice here.)"""
     original = member(cluster_factory, "original", registry)
     allow(registry, "srv_original", quota)
     assert first_ids(original, 10)

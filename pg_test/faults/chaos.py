@@ -1,4 +1,4 @@
-"""A fault schedule that tries to make idgen lie (issue 25): real servers on this machine's
+"""A fault schedule that tries to make idgen lie: real servers on this machine's
 loopback under load, faults drawn from a seed and overlapping, and every id handed out checked at
 the end by pg_test/faults/history_check.py.
 
@@ -1009,7 +1009,13 @@ class Run:
             self._set_space(s, {**self.space[s.name], "epoch": EPOCH_MS + OTHER_EPOCH_MS})
             s.stop("fast")
             s.start()
-            state, said = self._probe(s)
+            # the registry's answer, which a registry outage may hold back for a while
+            deadline = time.monotonic() + 30
+            while True:
+                state, said = self._probe(s)
+                if state == "issues" or "registry serves" in said or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
         time.sleep(f.amount)
         with self._locked(f.target) as s:
             self._set_space(s, {**self.space[s.name], "epoch": EPOCH_MS})

@@ -1,5 +1,5 @@
-"""The checker of a history of handed-out ids (issue 25's fault schedule will feed it; no database
-in here, tested in pg_test/faults/test_history_check.py).
+"""The checker of a history of handed-out ids (pg_test/faults/chaos.py feeds it; no database in
+here, tested in pg_test/faults/test_history_check.py).
 
 A history is every id a run saw handed out — by SELECT on the client side, and every id found in
 every table of every server at the end — with who issued it, on which timeline, and when (the
