@@ -1,0 +1,68 @@
+"""The speed figures docs/speed.md and the README quote are the ones the committed runs in
+benches/results hold: a figure changed by hand on either side, or a new run whose figures the
+pages do not follow, fails here. No server."""
+
+import os
+import re
+
+from conftest import ROOT
+
+RESULTS = os.path.join(ROOT, "benches", "results")
+
+
+def read(*parts):
+    with open(os.path.join(ROOT, *parts)) as f:
+        return f.read()
+
+
+def generator_rows(text):
+    """{generator: {column: cell}} from a results speed.md's main table."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == len(header) and cells[0].startswith("`"):
+            rows[cells[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def measured(major):
+    """What benches/results/pgNN/speed.md measured, as the pages round it."""
+    text = read("benches", "results", f"pg{major}", "speed.md")
+    rows = generator_rows(text)
+    uuid = rows["`uuid_v7()`"]
+    out = {
+        "cap": re.search(r"snowflake_next\(\), 1 backend: ([\d.]+)% of the cap by wall time", text).group(1),
+        "net": uuid["net × gen_random_uuid()"],
+        "whole": uuid["× gen_random_uuid() time"],
+        "base62": re.search(r"base62_encode\(g\) against to_hex\(g\), whole query: ([\d.]+)×", text).group(1),
+    }
+    if "`core uuidv7()`" in rows:
+        seconds = float(uuid["1 backend: s"]) / float(rows["`core uuidv7()`"]["1 backend: s"])
+        out["core_net"], out["core_whole"] = uuid["net × core uuidv7()"], f"{seconds:.2f}"
+    return out
+
+
+def test_speed_pages_table_is_what_each_versions_run_measured():
+    table = [line for line in read("docs", "speed.md").splitlines()
+             if re.match(r"\| 1[5-8]\.\d+, ", line)]
+    assert len(table) == 4, table
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        m = measured(cells[0].split(".")[0])
+        assert cells[1] == f"{m['cap']} %", (cells[0], cells[1], m)
+        assert cells[2] == f"**{m['net']}** ({m['whole']})", (cells[0], cells[2], m)
+        core = f"**{m['core_net']}** ({m['core_whole']})" if "core_net" in m else "—"
+        assert cells[3] == core, (cells[0], cells[3], m)
+        assert cells[4] == m["base62"], (cells[0], cells[4], m)
+
+
+def test_the_readmes_speed_sentence_is_what_15s_run_measured():
+    m = measured(15)
+    readme = " ".join(read("README.md").split())
+    said = re.search(r"In one backend `snowflake_next\(\)` made ([\d.]+) % of its cap of 4,096,000 ids a second, "
+                     r"and `uuid_v7\(\)` took ([\d.]+) of `gen_random_uuid\(\)`'s time net of the scan both ran in "
+                     r"\(([\d.]+) of the whole query", readme)
+    assert said, "the README's speed sentence is gone or reworded: update this test with it"
+    assert said.groups() == (m["cap"], m["net"], m["whole"]), (said.groups(), m)
