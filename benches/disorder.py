@@ -171,10 +171,7 @@ def run(strategies, windows, clients, rows, batch, checkpoints, mitigations=Fals
             if on_row:
                 on_row(results)
     finally:
-        cur.execute("DROP TABLE IF EXISTS idgen_study")
-        cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
-        cur.execute("DROP SEQUENCE IF EXISTS idgen_study_arrival")
-        cur.execute("DROP FUNCTION IF EXISTS public.idgen_study_hold()")
+        study.drop_study_objects(cur)
     version, settings = pgconn.server_build(cur), study.server_settings(cur)
     conn.close()
     return results, version, settings

@@ -48,15 +48,22 @@ def plain_sql_edition(strategies, made=None):
     return [s for s in strategies if made.get(s, "").startswith("the plain-SQL")]
 
 
-def write_csv(rows, path):
+def write_rows(rows, path, columns, floats, what, extras):
+    """rows to a CSV of `columns`: a row lacking one is refused (ValueError naming `what`), one
+    with others is refused too (extras="raise") or written without them ("ignore"); floats are
+    written to 6 significant digits, None as an empty cell."""
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="raise")
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction=extras)
         w.writeheader()
         for r in rows:
-            missing = [k for k in COLUMNS if k not in r]
+            missing = [k for k in columns if k not in r]
             if missing:
-                raise ValueError(f"row for {r.get('strategy')} lacks {missing}")
-            w.writerow({k: ("" if v is None else f"{v:.6g}" if k in FLOATS else v) for k, v in r.items()})
+                raise ValueError(f"{what} for {r.get('strategy')} lacks {missing}")
+            w.writerow({k: ("" if v is None else f"{v:.6g}" if k in floats else v) for k, v in r.items()})
+
+
+def write_csv(rows, path):
+    write_rows(rows, path, COLUMNS, FLOATS, "row", "raise")
 
 
 def read_csv(path):
@@ -447,15 +454,7 @@ DISORDER_FLOATS = {"window_ms", "seconds", "rows_per_s", "held_ms_mean", "late_r
 
 
 def write_disorder_csv(rows, path):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=DISORDER_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            missing = [k for k in DISORDER_COLUMNS if k not in r]
-            if missing:
-                raise ValueError(f"disorder row for {r.get('strategy')} lacks {missing}")
-            w.writerow({k: ("" if r[k] is None else f"{r[k]:.6g}" if k in DISORDER_FLOATS else r[k])
-                        for k in DISORDER_COLUMNS})
+    write_rows(rows, path, DISORDER_COLUMNS, DISORDER_FLOATS, "disorder row", "ignore")
 
 
 def read_disorder_csv(path):

@@ -354,11 +354,19 @@ def run(strategies, clients_list, sizes, batch, checkpoints, named=False, on_row
                     if on_row:
                         on_row(results)
     finally:
-        cur.execute("DROP TABLE IF EXISTS idgen_study")
-        cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
+        drop_study_objects(cur)
     version, settings = pgconn.server_build(cur), server_settings(cur)
     conn.close()
     return results, version, settings
+
+
+def drop_study_objects(cur):
+    """What a run of the study (or of --disorder, which adds an arrival counter and a hold
+    trigger's function) leaves in the database, dropped whether the run finished or not."""
+    cur.execute("DROP TABLE IF EXISTS idgen_study")
+    cur.execute("DROP SEQUENCE IF EXISTS idgen_study_seq")
+    cur.execute("DROP SEQUENCE IF EXISTS idgen_study_arrival")
+    cur.execute("DROP FUNCTION IF EXISTS public.idgen_study_hold()")
 
 
 def server_settings(cur, names=("shared_buffers", "max_wal_size", "checkpoint_timeout", "full_page_writes",

@@ -405,6 +405,19 @@ class Cluster:
         return done.returncode == 0, output
 
 
+def wait_until(what, predicate, timeout=30, step=0.1):
+    """predicate()'s first true value, polled every `step` seconds; an AssertionError naming
+    `what` after `timeout` seconds. The harness's one wait: every test waits with it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(step)
+
+
 def wait_for_replay(primary, standby, timeout=60):
     """Waits until standby has replayed everything primary has flushed so far."""
     lsn = primary.one("SELECT pg_current_wal_flush_lsn()")

@@ -4,10 +4,10 @@ the apply worker fails on it and retries it forever. Plain SQL on every server h
 preloaded): the watch needs none, and the ids are written out by hand."""
 
 import os
-import time
 
 import psycopg2
 import pytest
+from cluster import wait_until
 from conftest import ROOT
 
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
@@ -32,16 +32,6 @@ X = snowflake(10**12, 1, 5)   # worker id 1
 def install_watch(c):
     with open(WATCH_SQL) as f:
         c.q(f.read())
-
-
-def wait_until(check, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
-        time.sleep(0.1)
 
 
 def clashes(c):
@@ -73,14 +63,15 @@ def fleet_of_two(cluster_factory):
 def test_a_clash_whose_first_row_is_a_duplicate_is_kept_across_the_retries(cluster_factory):
     (pub1, pub2), sub = fleet_of_two(cluster_factory)
     pub1.q(f"INSERT INTO events VALUES ({X}, 1), ({X + 1}, 1)")
-    wait_until(lambda: sub.one("SELECT count(*) FROM events") == 2, "publisher 1's rows")
+    wait_until("publisher 1's rows", lambda: sub.one("SELECT count(*) FROM events") == 2, timeout=60)
     assert sub.q("SELECT worker_id, origin FROM idgen_fleet.worker_origins") == [(1, "subscription s1")]
     assert clashes(sub) == []
 
     # The very first row of worker id 1 from the second publisher is a duplicate of a row the
     # first one sent: the apply transaction rolls back, and again on every retry.
     pub2.q(f"INSERT INTO events VALUES ({X}, 2)")
-    wait_until(lambda: sub.log().count(DUPLICATE) >= 4, "the apply worker to fail on the duplicate four times")
+    wait_until("the apply worker to fail on the duplicate four times", lambda: sub.log().count(DUPLICATE) >= 4,
+               timeout=60)
     expected = [(1, "subscription s2", "subscription s1", X, "events")]
     assert clashes(sub) == expected, "the clash was lost with the rolled-back transaction"
     assert pending(sub) == [True]
@@ -89,16 +80,16 @@ def test_a_clash_whose_first_row_is_a_duplicate_is_kept_across_the_retries(clust
     assert log.count(WARNING) >= 4, "a WARNING in every apply session that meets the clash"
     # More retries neither multiply nor lose it.
     retries = sub.log().count(DUPLICATE)
-    wait_until(lambda: sub.log().count(DUPLICATE) >= retries + 3, "three more retries")
+    wait_until("three more retries", lambda: sub.log().count(DUPLICATE) >= retries + 3, timeout=60)
     assert clashes(sub) == expected
     assert sub.q("SELECT worker_id, origin FROM idgen_fleet.worker_origins") == [(1, "subscription s1")]
 
     # The operator removes the subscriber's row: the retry commits, with the clash in the log.
     sub.q(f"DELETE FROM events WHERE id = {X}")
-    wait_until(lambda: sub.q(f"SELECT publisher FROM events WHERE id = {X}") == [(2,)], "publisher 2's row")
+    wait_until("publisher 2's row", lambda: sub.q(f"SELECT publisher FROM events WHERE id = {X}") == [(2,)], timeout=60)
     assert clashes(sub) == expected and pending(sub) == [False]
     pub2.q(f"INSERT INTO events VALUES ({X + 2}, 2)")
-    wait_until(lambda: sub.one("SELECT count(*) FROM events") == 3, "publisher 2's next row")
+    wait_until("publisher 2's next row", lambda: sub.one("SELECT count(*) FROM events") == 3, timeout=60)
     assert clashes(sub) == expected and pending(sub) == [False]
     # settle_clashes() frees the slot of a clash the log holds.
     sub.q("CALL idgen_fleet.settle_clashes()")
@@ -109,13 +100,14 @@ def test_a_clash_whose_first_row_is_a_duplicate_is_kept_across_the_retries(clust
 def test_a_clash_whose_transaction_never_commits_is_settled_into_the_log(cluster_factory):
     (pub1, pub2), sub = fleet_of_two(cluster_factory)
     pub1.q(f"INSERT INTO events VALUES ({X}, 1)")
-    wait_until(lambda: sub.one("SELECT count(*) FROM events") == 1, "publisher 1's row")
+    wait_until("publisher 1's row", lambda: sub.one("SELECT count(*) FROM events") == 1, timeout=60)
     pub2.q(f"INSERT INTO events VALUES ({X}, 2)")
-    wait_until(lambda: sub.log().count(DUPLICATE) >= 2, "the apply worker to fail on the duplicate")
+    wait_until("the apply worker to fail on the duplicate", lambda: sub.log().count(DUPLICATE) >= 2, timeout=60)
     # The operator stops the second subscription instead: its transaction never commits.
     sub.q("ALTER SUBSCRIPTION s2 DISABLE")
-    wait_until(lambda: sub.one("SELECT count(*) FROM pg_stat_subscription WHERE subname = 's2' AND pid IS NOT NULL")
-               == 0, "s2's apply worker to stop")
+    wait_until("s2's apply worker to stop",
+               lambda: sub.one("SELECT count(*) FROM pg_stat_subscription WHERE subname = 's2' AND pid IS NOT NULL")
+               == 0, timeout=60)
     expected = [(1, "subscription s2", "subscription s1", X, "events")]
     assert clashes(sub) == expected and pending(sub) == [True]
     sub.q("CALL idgen_fleet.settle_clashes()")

@@ -68,6 +68,7 @@ import uuid
 import cluster
 import psycopg2
 import pytest
+from cluster import wait_until
 
 PATRONI = "/usr/bin/patroni"
 ETCD = "/usr/bin/etcd"
@@ -88,17 +89,6 @@ TABLE = """CREATE TABLE t (sf bigint PRIMARY KEY DEFAULT snowflake_next(),
                          phase int)"""
 INSERT = f"INSERT INTO t (phase) SELECT {TIMELINE};\n"
 HANDOUT = f"SELECT {TIMELINE}, snowflake_next(), uuid_v7()::text"
-
-
-def wait_until(what, predicate, timeout, step=0.2):
-    """predicate()'s first true value, polled every `step` seconds; fails after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(step)
 
 
 def http_patch(url, body, timeout=2.0):

@@ -15,6 +15,7 @@ import time
 import cluster
 import psycopg2
 import pytest
+from cluster import wait_until
 
 pytestmark = pytest.mark.version_specific("bgworker")
 # The tests marked with it run on 15 and 18 only (docs/testing.md).
@@ -91,17 +92,6 @@ def status(c):
             return dict(zip(names, cur.fetchone(), strict=True))
     finally:
         conn.close()
-
-
-def wait_until(what, predicate, timeout=30, step=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(step)
 
 
 def ids(c, n=1000):

@@ -571,6 +571,11 @@ mod tests {
             "worker id 8192 is out of range 0..8191"
         );
         assert_eq!(l.decompose(-5), Err(LayoutError::NegativeId(-5)));
+        assert_eq!(l.decompose(-1), Err(LayoutError::NegativeId(-1)));
+        assert_eq!(
+            l.decompose(i64::MIN),
+            Err(LayoutError::NegativeId(i64::MIN))
+        );
         // 0 is an id (the epoch's first tick, worker 0, sequence 0), not a negative one
         assert_eq!(
             l.decompose(0),

@@ -247,6 +247,17 @@ pub fn decide(
         standing: Standing::Refused(r),
         resume_after_ms: 0,
     };
+    // A registry of another id space: nothing it leases is this server's, whatever the run held.
+    if let Answer::WrongIdSpace {
+        registry_layout,
+        registry_epoch_ms,
+    } = answer
+    {
+        return refuse(Refusal::WrongIdSpace {
+            registry_layout,
+            registry_epoch_ms,
+        });
+    }
     // A fixed id issued on before the registry confirmed it: the first answer may find it
     // never leased, or this holder's own (this run's, or an earlier run's of this server), and
     // confirms it; another holder's means a clash. Over the role's quota, it stops issuing.
@@ -283,13 +294,6 @@ pub fn decide(
                 quota,
                 holding,
                 first_ends_ms,
-            }),
-            Answer::WrongIdSpace {
-                registry_layout,
-                registry_epoch_ms,
-            } => refuse(Refusal::WrongIdSpace {
-                registry_layout,
-                registry_epoch_ms,
             }),
             _ => refuse(Refusal::Lost { worker_id: id }),
         };
@@ -339,13 +343,7 @@ pub fn decide(
             }),
         },
         Answer::Exhausted => refuse(Refusal::Exhausted),
-        Answer::WrongIdSpace {
-            registry_layout,
-            registry_epoch_ms,
-        } => refuse(Refusal::WrongIdSpace {
-            registry_layout,
-            registry_epoch_ms,
-        }),
+        Answer::WrongIdSpace { .. } => unreachable!("refused above, whatever the run held"),
         Answer::OverQuota {
             held,
             quota,

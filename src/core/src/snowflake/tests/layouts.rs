@@ -154,27 +154,7 @@ proptest! {
         let cfg = config(layout, worker, max_wait);
         let state = SharedState::default();
         state.seed(&cfg.base, 0);
-        let mut env = FakeEnv::at(T0);
-        let mut last = -1i64;
-        for (jump, count) in steps {
-            env.now = env.now.checked_add_signed(jump).unwrap();
-            for _ in 0..count {
-                match next_id(&state, &cfg, &mut env) {
-                    Ok(id) => {
-                        prop_assert!(id > last, "{id} after {last}");
-                        let f = layout.decompose(id).unwrap();
-                        prop_assert_eq!(f.worker, u64::from(worker));
-                        prop_assert!(cfg.base.unix_ms_of(f.time) <= *env.persisted.iter().max().unwrap());
-                        last = id;
-                    }
-                    Err(GenError::ClockBehind { behind_ms, .. }) => {
-                        prop_assert!(behind_ms > max_wait);
-                        break;
-                    }
-                    Err(e) => prop_assert!(false, "unexpected {e}"),
-                }
-            }
-        }
+        run_under_a_moving_clock(&state, &cfg, &steps)?;
     }
 }
 
