@@ -123,8 +123,9 @@ def wait_for(threads, signals):
     signals.check()
 
 
-def start_registry(base, servers, n):
-    """A registry server with the schema and one fleet role per publisher; its conninfo per role."""
+def start_registry(base, servers, n, skew_ms):
+    """A registry server with the schema and one fleet role per publisher, allowing the fleet's
+    clock skew (what a member may report ahead of its clock); its conninfo per role."""
     reg = cluster.Cluster(os.path.join(base, "registry"), preload=False)
     servers.append(reg)
     reg.init().start()
@@ -136,6 +137,7 @@ def start_registry(base, servers, n):
         raise cluster.SqlError(f"installing the registry failed: {done.stderr}")
     for i in range(n):
         reg.q(f"CREATE ROLE fleet{i + 1} LOGIN IN ROLE idgen_fleet", db="registry")
+    reg.q(f"UPDATE idgen_registry.clock SET max_clock_skew_ms = {skew_ms}", db="registry")
     return reg
 
 
@@ -155,14 +157,15 @@ def leased_worker_id(c, signals, limit_s=30):
 def _run(args, base, signals, servers, loads):
     n = args.publishers
     pubs = []
-    reg = start_registry(base, servers, n) if args.auto else None
+    # The clocks are skewed on purpose here: the servers' and the registry's allowance must cover them.
+    skew_ms = int(args.skew * 1000) + 500
+    reg = start_registry(base, servers, n, skew_ms) if args.auto else None
     for i, skew in enumerate(skews(n, args.skew)):
         worker_id = "auto" if args.auto else 1 if (args.clash and i == 1) else i + 1
         lease = []
         if reg:
-            # The clocks are skewed on purpose here: the skew allowance must cover them.
             lease = [f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user=fleet{i + 1}'",
-                     f"idgen.max_clock_skew = '{int(args.skew * 1000) + 500}ms'"]
+                     f"idgen.max_clock_skew = '{skew_ms}ms'"]
         c = cluster.Cluster(os.path.join(base, f"pub{i + 1}"), worker_id=worker_id,
                             conf=["wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
                                   *lease])

@@ -570,6 +570,9 @@ class Run:
             raise RuntimeError(f"installing the registry: {done.stderr}")
         for role in ("lineage", "w2"):
             reg.q(f"CREATE ROLE {role} LOGIN IN ROLE idgen_fleet", db="registry")
+        # the fleet's clock skew (idgen.max_clock_skew below), which the registry's clock steps use
+        # too: what a member reports ahead of the registry's clock is bounded by it
+        reg.q(f"UPDATE idgen_registry.clock SET max_clock_skew_ms = {SKEW_MS}", db="registry")
 
         def member(user, worker):
             return ["shared_preload_libraries = 'idgen'", f"idgen.worker_id = {worker}",
