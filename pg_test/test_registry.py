@@ -562,8 +562,9 @@ def test_no_member_can_make_the_next_holder_of_an_id_wait_by_reporting_a_horizon
 def test_a_members_holder_name_is_printable_ascii_or_refused(registry):
     """A holder's name reaches other servers' errors and logs: a control character is refused."""
     for name in ("x\nLOG:  forged", "tab\there", "\u202eevil", ""):
-        e = registry.error(f"SELECT * FROM idgen_registry.claim('1', '1', %s, NULL, 1000, 0, {NOW_MS} + 1000,"
-                           f" {SPACE})".replace("%s", "'" + name.replace("'", "''") + "'"), db="registry")
+        literal = "'" + name.replace("'", "''") + "'"
+        e = registry.error(f"SELECT * FROM idgen_registry.claim('1', '1', {literal}, NULL, 1000, 0,"
+                           f" {NOW_MS} + 1000, {SPACE})", db="registry")
         assert e.pgcode == "22023" and "printable ASCII" in e.diag.message_primary, (name, e)
 
 
