@@ -238,6 +238,75 @@ install_extension() {
   chmod -R a+rX "$($PG_CONFIG --pkglibdir)" "$($PG_CONFIG --sharedir)/extension"
 }
 
+# Citus, for the tests of idgen inside a Citus cluster (pg_test/test_citus.py, docs/citus.md): built
+# from the source archives of ../shared/vendor/citus (or $IDGEN_CITUS_SOURCES) once per machine and
+# server build, kept in $CITUS_CACHE, and copied into the server's tree whenever it lacks it (a fresh
+# clone unpacks 16-18 anew). 13.2.2 builds against 15 (with a one-hunk patch for 15.15 and later),
+# 14.0.1 against 16-18. Where neither Citus nor its sources are here, nothing is built and the
+# Citus tests skip, saying so.
+declare -A CITUS_FOR=([15]=13.2.2 [16]=14.0.1 [17]=14.0.1 [18]=14.0.1)
+CITUS_APT_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
+CITUS_CACHE=${IDGEN_CITUS_CACHE:-/var/cache/idgen/citus}
+
+citus_sources() {  # prints the folder holding citus-VERSION.tar.gz, or fails
+  local d
+  for d in "${IDGEN_CITUS_SOURCES:-}" "$ROOT/../shared/vendor/citus" /work/shared/vendor/citus; do
+    [ -n "$d" ] && [ -f "$d/citus-${CITUS_FOR[$PG]}.tar.gz" ] && { (cd "$d" && pwd); return 0; }
+  done
+  return 1
+}
+
+ensure_citus() {
+  local version=${CITUS_FOR[$PG]}
+  local lib; lib=$("$PG_CONFIG" --pkglibdir)
+  local share; share=$("$PG_CONFIG" --sharedir)
+  local key  # e.g. citus-13.2.2-PostgreSQL-15.20-Debian-15.20-0-deb12u1: the Citus and the server build
+  key="citus-$version-$("$PG_CONFIG" --version | tr -cs 'A-Za-z0-9.\n' '-' | sed 's/-$//')"
+  local cached="$CITUS_CACHE/$key"
+  if [ -f "$lib/citus.so" ] && cmp -s "$cached/.built" "$lib/.idgen-citus" 2>/dev/null; then
+    return 0
+  fi
+  if [ ! -f "$cached/.built" ]; then
+    local sources
+    if ! sources=$(citus_sources); then
+      log "no Citus $version here (no citus-$version.tar.gz in \$IDGEN_CITUS_SOURCES or ../shared/vendor/citus): the Citus tests will skip"
+      return 0
+    fi
+    local missing=() p
+    for p in "${CITUS_APT_PACKAGES[@]}"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+      log "installing ${missing[*]} (to build Citus)"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    log "building Citus $version for $("$PG_CONFIG" --version), once for this machine (a few minutes)"
+    local work="$CITUS_CACHE/.build-$key"
+    rm -rf "$work" && mkdir -p "$work"
+    tar -xzf "$sources/citus-$version.tar.gz" -C "$work"
+    local tree="$work/citus-$version"
+    # 15.15 and later declare have_createdb_privilege(), which 13.2.2 defines again for 15
+    if [ "$PG" = 15 ] && [ -f "$sources/citus-$version-pg15.15.patch" ]; then
+      patch -s -d "$tree" -p1 <"$sources/citus-$version-pg15.15.patch"
+    fi
+    (cd "$tree" && PG_CONFIG=$PG_CONFIG ./configure -q --without-libcurl >"$work/configure.log" 2>&1 \
+       && make -s -j"$(nproc)" >"$work/make.log" 2>&1 \
+       && make -s install DESTDIR="$work/stage" >>"$work/make.log" 2>&1) \
+      || die "building Citus $version failed: see $work/configure.log and $work/make.log"
+    mkdir -p "$work/out/lib" "$work/out/extension"
+    cp -a "$work/stage$lib/." "$work/out/lib/"
+    cp -a "$work/stage$share/extension/." "$work/out/extension/"
+    echo "$key" >"$work/out/.built"
+    rm -rf "$cached" && mv "$work/out" "$cached" && rm -rf "$work"
+  fi
+  log "installing Citus $version into $lib"
+  cp -a "$cached/lib/." "$lib/"
+  cp -a "$cached/extension/." "$share/extension/"
+  cp "$cached/.built" "$lib/.idgen-citus"
+  chmod -R a+rX "$lib" "$share/extension"
+}
+
 # Where `make run` keeps its cluster: the checkout's ignored .pgdata/ when the postgres user can
 # write there, else /tmp/idgen-pgdata. (The cluster's directory is named after the version.)
 cluster_base() {

@@ -1,0 +1,342 @@
+"""idgen inside Citus: a coordinator and two workers on loopback, each with idgen preloaded after
+Citus and a worker id of its own, leased from a registry database on the coordinator. Each test
+collects every id it made and checks them all.
+
+Which node evaluates a key's DEFAULT decides which worker id an id carries: the coordinator for
+what it routes (single- and multi-row INSERT, COPY, an INSERT ... SELECT it pulls through
+itself), each worker for a pushed-down INSERT ... SELECT and for what is sent to it directly
+(docs/citus.md). A worker id that two nodes share therefore issues ids twice inside one
+statement; the registry is what stops it.
+
+Runs on 15 (Citus 13.2.2) and 18 (Citus 14.0.1), which pg_test/install.sh builds once per machine.
+"""
+
+import io
+import threading
+import time
+
+import psycopg2
+import pytest
+from citus_cluster import CitusCluster, citus_missing
+from test_registry import NOT_IN_PREREQUISITE_STATE, conninfo, fleet_role, install_registry, status, worker_of
+
+REASON = citus_missing()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+REGISTRY_CONF = ["idgen.lease = '3s'", "idgen.max_clock_skew = '500ms'"]
+
+
+def registry_citus(factory, prefix, worker_ids=(1, 2, 3)):
+    """A Citus cluster whose nodes lease their (fixed) worker ids from a registry database on the
+    coordinator, each as a registry role of its own (node0, node1, ...): started, the registry
+    installed, and every node holding its lease."""
+    roles = [f"{prefix.replace('-', '_')}_node{i}" for i in range(len(worker_ids))]
+    cc = CitusCluster(factory, prefix, worker_ids=worker_ids, conf=REGISTRY_CONF)
+    coord = cc.coordinator
+    # The coordinator's port is chosen before it starts: the nodes' settings can name it.
+    for node, role in zip(cc.nodes, roles, strict=True):
+        node.append_conf(f"idgen.registry = '{conninfo(coord, role)}'")
+    coord.start()
+    install_registry(coord)
+    for role in roles:
+        fleet_role(coord, role)
+    cc.start()
+    for n in cc.nodes:
+        wait_for_lease(n)
+    return cc
+
+
+def wait_for_lease(node, timeout=30):
+    deadline = time.monotonic() + timeout
+    while status(node)["registry"] != "holding":
+        assert time.monotonic() < deadline, f"{node.node.name}: no lease after {timeout} s: {status(node)}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def citus(module_factory):
+    return registry_citus(module_factory, "cit")
+
+
+def ids_of(node, sql):
+    return [r[0] for r in node.q(sql)]
+
+
+def distinct(values):
+    return len(set(values)) == len(values)
+
+
+# ---- worker ids ---------------------------------------------------------------------------------
+
+def test_each_node_issues_under_its_own_worker_id_leased_from_the_registry(citus):
+    coord = citus.coordinator
+    assert citus.per_node("SELECT worker_id FROM idgen_stats()") == [1, 2, 3]
+    # fixed ids, from each node's setting, each verified and held in the registry
+    assert [(status(n)["worker_id_source"], status(n)["registry"]) for n in citus.nodes] == [("setting", "holding")] * 3
+    # From the coordinator, Citus's own fan-out tells the same.
+    on_workers = coord.q("SELECT nodeport, result FROM run_command_on_workers("
+                         "$$SELECT worker_id FROM idgen_stats()$$) ORDER BY nodeport")
+    assert sorted((citus.node_of_port(p).one("SELECT worker_id FROM idgen_stats()"), int(r))
+                  for p, r in on_workers) == [(2, 2), (3, 3)]
+    holders = coord.q("SELECT worker_id, split_part(holder_name, '@', 1), live FROM idgen_registry.holders "
+                      "ORDER BY worker_id", db="registry")
+    assert holders == [(1, "cit-coord", True), (2, "cit-w1", True), (3, "cit-w2", True)]
+
+
+# ---- keys made everywhere Citus makes them ------------------------------------------------------
+
+def test_keys_made_on_every_path_are_distinct_and_carry_the_worker_id_of_the_node_that_evaluated_them(citus):
+    coord, w1, w2 = citus.nodes
+    coord.q("CREATE TABLE ev (id bigint NOT NULL DEFAULT snowflake_next(), tenant int NOT NULL,"
+            " u uuid NOT NULL DEFAULT uuid_v7(), path text NOT NULL)",
+            "SELECT create_distributed_table('ev', 'tenant')")
+    coord.q("INSERT INTO ev (tenant, path) VALUES (1, 'single row')")
+    coord.q("INSERT INTO ev (tenant, path) SELECT g % 50, 'multi row' FROM generate_series(1, 2000) g")
+    conn = coord.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.copy_expert("COPY ev (tenant, path) FROM STDIN",
+                            io.StringIO("".join(f"{i % 50}\tcopy\n" for i in range(3000))))
+        conn.commit()
+    finally:
+        conn.close()
+    # Pushed down: each shard's rows are inserted into a colocated shard by the worker that holds it.
+    coord.q("INSERT INTO ev (tenant, path) SELECT tenant, 'pushed down' FROM ev WHERE path = 'copy'")
+    # Not pushable (a LIMIT): Citus pulls the rows to the coordinator and sends them back to the
+    # workers, which make the DEFAULT as they insert them.
+    coord.q("INSERT INTO ev (tenant, path) SELECT tenant, 'through the coordinator' FROM ev "
+            "WHERE path = 'copy' ORDER BY tenant LIMIT 500")
+    # Sent to a worker: the worker routes the statement to the shards itself.
+    w1.q("INSERT INTO ev (tenant, path) SELECT g % 50, 'from worker 1' FROM generate_series(1, 1000) g")
+    w2.q("INSERT INTO ev (tenant, path) VALUES (7, 'from worker 2'), (8, 'from worker 2')")
+
+    rows = coord.q("SELECT id, u, path FROM ev")
+    assert len(rows) == 1 + 2000 + 3000 + 3000 + 500 + 1000 + 2
+    assert distinct([r[0] for r in rows]), "an id was stored twice"
+    assert distinct([r[1] for r in rows]), "a uuid_v7() was stored twice"
+    made_by = {}
+    for i, _, path in rows:
+        made_by.setdefault(path, set()).add(worker_of(i))
+    assert made_by == {"single row": {1}, "multi row": {1}, "copy": {1}, "pushed down": {2, 3},
+                       "through the coordinator": {2, 3}, "from worker 1": {2}, "from worker 2": {3}}
+    # The decoders read the same on any node.
+    sample = rows[0][0]
+    assert len({n.one(f"SELECT snowflake_worker_id({sample})::text || snowflake_timestamp({sample})::text")
+                for n in citus.nodes}) == 1
+
+
+def test_snowflake_and_uuid_v7_keys_as_the_distribution_column_land_in_the_shard_their_value_hashes_to(citus):
+    coord, w1, _ = citus.nodes
+    coord.q("CREATE TABLE by_id (id bigint PRIMARY KEY DEFAULT snowflake_next(), path text)",
+            "SELECT create_distributed_table('by_id', 'id')",
+            "CREATE TABLE by_u (u uuid PRIMARY KEY DEFAULT uuid_v7(), path text)",
+            "SELECT create_distributed_table('by_u', 'u')")
+    for t in ("by_id", "by_u"):
+        coord.q(f"INSERT INTO {t} (path) VALUES ('single row')")
+        coord.q(f"INSERT INTO {t} (path) SELECT 'multi row' FROM generate_series(1, 1000) g")
+        # The key is the distribution column, made by a volatile DEFAULT: each row's shard is known
+        # only once its key is made, so Citus makes the keys on the workers and repartitions.
+        coord.q(f"INSERT INTO {t} (path) SELECT 'insert select' FROM {t}")
+        w1.q(f"INSERT INTO {t} (path) SELECT 'from worker 1' FROM generate_series(1, 500) g")
+    rows = coord.q("SELECT id, path FROM by_id")
+    uuids = ids_of(coord, "SELECT u FROM by_u")
+    ids = [r[0] for r in rows]
+    assert len(ids) == len(uuids) == 1 + 1000 + 1001 + 500
+    assert distinct(ids) and distinct(uuids)
+    made_by = {}
+    for i, path in rows:
+        made_by.setdefault(path, set()).add(worker_of(i))
+    assert made_by == {"single row": {1}, "multi row": {1}, "insert select": {2, 3}, "from worker 1": {2}}
+    # A row is where its key hashes to: each row, looked up by its key (routed to the one shard
+    # the key hashes to), is found there, and the primary key is unique per shard only then.
+    for t, col, values in (("by_id", "id", ids), ("by_u", "u", uuids)):
+        by_shard = coord.q(f"SELECT get_shard_id_for_distribution_column('{t}', {col}), count(*) FROM {t}"
+                           " GROUP BY 1")
+        assert sum(n for _, n in by_shard) == len(values) and len(by_shard) == 4
+        for v in values[::100]:
+            assert coord.one(f"SELECT count(*) FROM {t} WHERE {col} = '{v}'") == 1
+    shards = "SET citus.override_table_visibility = off"  # else Citus hides shards from pg_class
+    placed = sum(w.one(shards, "SELECT count(*) FROM pg_class WHERE relname ~ '^by_id_[0-9]+$'") for w in citus.workers)
+    assert placed == 4
+    wrong = 0
+    for w in citus.workers:
+        for (shard,) in w.q(shards, "SELECT relname FROM pg_class WHERE relname ~ '^by_id_[0-9]+$'"):
+            sid = int(shard.rsplit("_", 1)[1])
+            keys = ids_of(w, f"SELECT id FROM {shard}")
+            wrong += coord.one(f"SELECT count(*) FROM unnest(ARRAY[{','.join(map(str, keys)) or 'NULL'}]::bigint[]) k"
+                               f" WHERE get_shard_id_for_distribution_column('by_id', k) <> {sid}")
+    assert wrong == 0, f"{wrong} rows are in a shard their key does not hash to"
+
+
+def test_a_table_is_converted_before_distribution_and_a_distributed_one_is_refused_with_the_way_out(citus):
+    coord = citus.coordinator
+    coord.q("CREATE TABLE conv (id bigserial PRIMARY KEY, note text)",
+            "INSERT INTO conv (note) SELECT 'old' FROM generate_series(1, 300)",
+            "SELECT create_distributed_table('conv', 'id')")
+    e = coord.error("SELECT snowflake_convert_column('conv', drop_sequence => true)")
+    assert e.pgcode == "0A000", e
+    assert "conv is a distributed Citus table" in e.diag.message_primary
+    assert ("SELECT undistribute_table('public.conv'); SELECT snowflake_convert_column('public.conv', 'id');"
+            in e.diag.message_hint)
+    assert "nextval" in coord.one("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'conv'::regclass")
+    # The way out, as the HINT says it: local, converted, distributed again.
+    coord.q("SELECT undistribute_table('conv')",
+            "SELECT snowflake_convert_column('conv', drop_sequence => true)",
+            "SELECT create_distributed_table('conv', 'id')")
+    old = ids_of(coord, "SELECT id FROM conv WHERE note = 'old' ORDER BY id")
+    assert old == list(range(1, 301))
+    coord.q("INSERT INTO conv (note) SELECT 'new' FROM generate_series(1, 300)")
+    citus.workers[0].q("INSERT INTO conv (note) SELECT 'new on worker 1' FROM generate_series(1, 300)")
+    new = ids_of(coord, "SELECT id FROM conv WHERE note <> 'old'")
+    assert min(new) > 1 << 41 and {worker_of(i) for i in new} == {1, 2}
+    assert distinct(ids_of(coord, "SELECT id FROM conv"))
+
+
+def test_a_moved_shard_keeps_its_ids(citus):
+    coord, w1, w2 = citus.nodes
+    coord.q("CREATE TABLE moved (id bigint PRIMARY KEY DEFAULT snowflake_next(), n int)",
+            "SELECT create_distributed_table('moved', 'id')",
+            "INSERT INTO moved (n) SELECT g FROM generate_series(1, 2000) g")
+    before = sorted(ids_of(coord, "SELECT id FROM moved"))
+    shard, port = coord.q("SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'moved'::regclass "
+                          "ORDER BY shardid LIMIT 1")[0]
+    target = w2 if port == w1.port else w1
+    in_shard = coord.one("SELECT count(*) FROM moved"
+                         f" WHERE get_shard_id_for_distribution_column('moved', id) = {shard}")
+    assert in_shard > 0
+    coord.q(f"SELECT citus_move_shard_placement({shard}, '127.0.0.1', {port}, '127.0.0.1', {target.port},"
+            " shard_transfer_mode => 'block_writes')")
+    assert coord.one(f"SELECT nodeport FROM citus_shards WHERE shardid = {shard}") == target.port
+    assert sorted(ids_of(coord, "SELECT id FROM moved")) == before
+    coord.q("INSERT INTO moved (n) SELECT g FROM generate_series(1, 500) g")
+    after = ids_of(coord, "SELECT id FROM moved")
+    assert distinct(after) and len(after) == 2500 and min(set(after) - set(before)) > max(before)
+
+
+def test_keyset_pagination_over_a_distributed_table_returns_every_row_once_in_key_order(citus):
+    coord, w1, w2 = citus.nodes
+    coord.q("CREATE TABLE pages (id bigint NOT NULL DEFAULT snowflake_next(), tenant int NOT NULL,"
+            " PRIMARY KEY (tenant, id))",
+            "SELECT create_distributed_table('pages', 'tenant')",
+            "INSERT INTO pages (tenant) SELECT g % 9 FROM generate_series(1, 700) g")
+    w1.q("INSERT INTO pages (tenant) SELECT g % 9 FROM generate_series(1, 300) g")
+    w2.q("INSERT INTO pages (tenant) SELECT g % 9 FROM generate_series(1, 300) g")
+    every = sorted(ids_of(coord, "SELECT id FROM pages"))
+    seen, last = [], 0
+    while True:
+        page = ids_of(coord, f"SELECT id FROM pages WHERE id > {last} ORDER BY id LIMIT 97")
+        if not page:
+            break
+        seen += page
+        last = page[-1]
+    assert seen == every and len(every) == 1300
+    # One tenant's pages: routed to one shard.
+    tenant = sorted(ids_of(coord, "SELECT id FROM pages WHERE tenant = 4"))
+    seen, last = [], 0
+    while page := ids_of(coord, f"SELECT id FROM pages WHERE tenant = 4 AND id > {last} ORDER BY id LIMIT 10"):
+        seen += page
+        last = page[-1]
+    assert seen == tenant
+    plan = "\n".join(r[0] for r in coord.q("EXPLAIN SELECT id FROM pages WHERE tenant = 4 AND id > 0"
+                                           " ORDER BY id LIMIT 10"))
+    assert "Task Count: 1" in plan, plan
+
+
+# ---- a copied worker id --------------------------------------------------------------------------
+
+def pushed_down_rounds(coord, table, rounds):
+    """Pushed-down INSERT ... SELECT statements; returns the errors they raised."""
+    errors = []
+    for _ in range(rounds):
+        try:
+            coord.q(f"INSERT INTO {table} (tenant) SELECT tenant FROM {table}_src")
+        except psycopg2.Error as e:
+            errors.append(e)
+    return errors
+
+
+def seed_copied_id_table(coord, table):
+    coord.q(f"CREATE TABLE {table} (id bigint NOT NULL DEFAULT snowflake_next(), tenant int NOT NULL)",
+            f"SELECT create_distributed_table('{table}', 'tenant')",
+            f"CREATE TABLE {table}_src (tenant int NOT NULL)",
+            f"SELECT create_distributed_table('{table}_src', 'tenant', colocate_with => '{table}')",
+            f"INSERT INTO {table}_src SELECT g % 64 FROM generate_series(1, 2000) g")
+
+
+def restart_with_worker_id(node, worker_id):
+    node.stop()
+    node.append_conf(f"idgen.worker_id = {worker_id}")
+    node.start()
+
+
+def twice(ids):
+    return len(ids) - len(set(ids))
+
+
+def test_without_the_registry_a_worker_given_another_nodes_worker_id_stores_ids_twice(cluster_factory):
+    """What the registry is for: three fixed worker ids and no registry, then worker 2 restarted
+    with worker 1's (a copied configuration). Each pushed-down INSERT ... SELECT runs on both
+    workers at once, so the same ids are made on both and stored in one table."""
+    cc = CitusCluster(cluster_factory, "noreg").start()
+    coord, _, w2 = cc.nodes
+    seed_copied_id_table(coord, "ev")
+    assert not pushed_down_rounds(coord, "ev", 3)
+    assert twice(ids_of(coord, "SELECT id FROM ev")) == 0
+    restart_with_worker_id(w2, 2)
+    assert not pushed_down_rounds(coord, "ev", 3)
+    stored = ids_of(coord, "SELECT id FROM ev")
+    assert twice(stored) > 0, "two workers with one worker id made no id twice: the scenario did not happen"
+
+
+def test_with_the_registry_a_worker_given_another_nodes_worker_id_refuses_and_no_id_is_stored_twice_under_load(
+        cluster_factory):
+    """The same copied configuration with the registry: the copied node's claim names the node
+    that holds worker id 2; the copied node refuses (55000, naming it) before it has issued
+    anything, so every pushed-down statement that reaches it fails whole and stores nothing.
+    Statements run without pause from before the restart to after the node is given its own id
+    back; every id stored is checked."""
+    cc = registry_citus(cluster_factory, "reg")
+    coord, w1, w2 = cc.nodes
+    seed_copied_id_table(coord, "ev")
+    stop = threading.Event()
+    errors, done = [], []
+
+    def load():
+        while not stop.is_set():
+            errors.extend(pushed_down_rounds(coord, "ev", 1))
+            done.append(1)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    try:
+        time.sleep(1)
+        # A copy of worker 1's idgen settings, its registry role included.
+        w2.stop()
+        w2.append_conf(f"idgen.registry = '{conninfo(coord, 'reg_node1')}'", "idgen.worker_id = 2")
+        w2.start()
+        deadline = time.monotonic() + 30
+        while status(w2)["registry"] not in ("conflict",):
+            assert time.monotonic() < deadline, status(w2)
+            time.sleep(0.2)
+        e = w2.error("SELECT snowflake_next()")
+        assert e.pgcode == NOT_IN_PREREQUISITE_STATE, e
+        assert "worker id 2 is leased to another server, reg-w1@" in e.diag.message_primary, e.diag.message_primary
+        time.sleep(2)  # pushed-down statements meet the refusing node
+        refused = [x for x in errors if x.pgcode == NOT_IN_PREREQUISITE_STATE]
+        assert refused and "reg-w1@" in refused[-1].diag.message_primary
+        # Its own settings back: it takes worker id 3 again, and the statements succeed again.
+        w2.stop()
+        w2.append_conf(f"idgen.registry = '{conninfo(coord, 'reg_node2')}'", "idgen.worker_id = 3")
+        w2.start()
+        wait_for_lease(w2)
+        time.sleep(1)
+        ok_before_end = len(done) - len(errors)
+    finally:
+        stop.set()
+        loader.join(timeout=120)
+    assert not loader.is_alive()
+    assert ok_before_end > 2
+    stored = ids_of(coord, "SELECT id FROM ev")
+    assert twice(stored) == 0, f"{twice(stored)} ids stored twice"
+    assert {worker_of(i) for i in stored} == {2, 3}
+    assert {x.pgcode for x in errors} <= {NOT_IN_PREREQUISITE_STATE, "08006", "08001", "XX000", "57P01"}
