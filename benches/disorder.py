@@ -19,9 +19,9 @@ every row of the run goes to today's partition, whose key index is measured).
 import sys
 import time
 
-import nbtree_model
 import pgconn
 import study
+from idgen_harness import nbtree_model
 
 COLUMNS = ", arrival bigint, arrived_at timestamptz, held_us integer"
 # The first key of a moment {ts}, for the keys that hold their time: day partitions' bounds.

@@ -25,7 +25,7 @@ import uuid
 
 import psycopg2
 import pytest
-from cluster import wait_for_replay
+from idgen_harness.cluster import wait_for_replay
 
 BEHIND = "-3s"
 STANDBY_NAME = "idgen_standby"

@@ -12,10 +12,10 @@ import subprocess
 import threading
 import time
 
-import cluster
 import psycopg2
 import pytest
-from cluster import wait_until
+from idgen_harness import cluster
+from idgen_harness.waiting import wait_until
 
 pytestmark = pytest.mark.version_specific("bgworker")
 # The tests marked with it run on 15 and 18 only (docs/testing.md).

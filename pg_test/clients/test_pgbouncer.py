@@ -8,7 +8,7 @@ import time
 
 import psycopg2
 import pytest
-from cluster import free_port
+from idgen_harness.cluster import free_port
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 CLIENTS = 24

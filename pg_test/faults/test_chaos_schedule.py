@@ -1,15 +1,11 @@
-"""The fault schedule's pure parts (pg_test/faults/chaos.py): the schedule is a function of its seed, it
+"""The fault schedule's pure parts (benches/idgen_harness/chaos.py): the schedule is a function of its seed, it
 holds every kind of fault in a long run, and the relay a standby's link runs through passes, holds
 and drops what it carries. No database in here."""
-import os
 import socket
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import chaos  # noqa: E402
+from idgen_harness import chaos
 
 
 def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():
@@ -196,7 +192,7 @@ def test_faults_that_step_one_clock_at_once_never_trip_over_each_other(tmp_path)
     """The 30-minute run saw four clock_back_failovers fail: a clock_step on the same server
     wrote the same temporary file and renamed it away first. Now each write is its own and one
     at a time; the file always ends at the last offset written."""
-    import cluster
+    from idgen_harness import cluster
     clock = cluster.FakeClock(str(tmp_path / "offset"), running=lambda: False)
     errors, last = [], {}
 
