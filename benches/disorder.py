@@ -7,7 +7,7 @@ SELECT list or the column DEFAULT, is fixed before the wait and reaches the inde
 trigger also stamps each row, after the wait, with an arrival number from a sequence and the time,
 so the disorder is measured, not assumed: for each row, how many larger keys were inserted before
 it, and how long after the first of them it arrived. The measured arrival order is then replayed
-into the model of nbtree's leaf splits (nbtree_model.py), whose density and fragmentation are
+into the model of nbtree's leaf splits (idgen_harness.nbtree_model), whose density and fragmentation are
 checked against what pgstatindex reports.
 
 Mitigations, at the widest window: the key index at a lower fillfactor, fewer writers at once (what
@@ -19,9 +19,9 @@ every row of the run goes to today's partition, whose key index is measured).
 import sys
 import time
 
-import nbtree_model
 import pgconn
 import study
+from idgen_harness import nbtree_model
 
 COLUMNS = ", arrival bigint, arrived_at timestamptz, held_us integer"
 # The first key of a moment {ts}, for the keys that hold their time: day partitions' bounds.

@@ -27,11 +27,10 @@ import tempfile
 import threading
 import time
 
+from idgen_harness import cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "pg_test"))
-
-import cluster  # noqa: E402
 
 CAP_PER_S = 4_096_000
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")

@@ -18,14 +18,12 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pg_test"))
+from idgen_harness import cluster
 
-import cluster  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 LOOP = """
 DO $$

@@ -21,15 +21,13 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
+from idgen_harness import cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "pg_test"))
-
-import cluster  # noqa: E402
 
 CAP_PER_S = 4_096_000
 SCHEMA = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")

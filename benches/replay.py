@@ -49,11 +49,10 @@ import tempfile
 import time
 import traceback
 
+from idgen_harness import cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "pg_test"))
-
-import cluster  # noqa: E402
 
 CHUNK_S = 5  # seconds of load between counts of the horizon records
 IDGEN_RMGR = "custom173"  # how pg_waldump, a client program that cannot load idgen, names it

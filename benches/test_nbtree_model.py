@@ -1,10 +1,10 @@
-"""The model of nbtree's leaf splits and the disorder measures (benches/nbtree_model.py), without a
+"""The model of nbtree's leaf splits and the disorder measures (benches/idgen_harness/nbtree_model.py), without a
 database: the page geometry against the figures worked out from nbtsplitloc.c, the split rules on
 arrival orders whose outcome is known, and the bound the README's explanation rests on."""
 import random
 
-import nbtree_model as m
 import pytest
+from idgen_harness import nbtree_model as m
 
 INT8, UUID = m.item_bytes(8), m.item_bytes(16)
 

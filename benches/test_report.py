@@ -1,12 +1,10 @@
 """Tests of the study's CSV, report and chart code, without a server:
 /usr/bin/python3 -m unittest discover -s benches -p 'test_*.py'"""
 import os
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import report  # noqa: E402
+from idgen_harness import report
 
 HEADER = ("strategy,clients,rows,seconds,rows_per_s,leaf_splits,upper_splits,new_roots,leaf_pages,"
           "avg_leaf_density,leaf_fragmentation,index_bytes,table_bytes,wal_bytes,wal_fpi,fpi_bytes")

@@ -1,13 +1,9 @@
 """Which strategies the study runs by default, and what --layouts adds (benches/run), without a
 server."""
-import os
-import sys
 
+import pgconn
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pgconn  # noqa: E402
-import study  # noqa: E402
+import study
 
 LAYOUTS = ["snowflake_instagram", "snowflake_js53"]
 

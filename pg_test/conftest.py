@@ -14,17 +14,12 @@ concurrent part, with nothing else running beside it.
 """
 
 import os
-import sys
 
 import pytest
+from idgen_harness import cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "benches"))
-sys.path.insert(0, os.path.join(HERE, "faults"))  # the fault schedule and its checker
-
-import cluster  # noqa: E402
 
 DEFAULT_MAJOR, NEWEST_MAJOR = 15, 18
 

@@ -3,7 +3,7 @@
 # Python side (pytest, testgres, ruff: pinned in pg_test/requirements.txt) in a virtual
 # environment the postgres user can run: Postgres refuses to run as root, so the harness and the
 # clusters it starts run as postgres. Clusters themselves are started from Python
-# (pg_test/cluster.py, on testgres).
+# (benches/idgen_harness/cluster.py, on testgres).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -176,14 +176,29 @@ ensure_rust_client() {
 ensure_python() {
   postgres_tree
   local want="$ROOT/pg_test/requirements.txt" stamp="$VENV/.requirements"
-  if [ -x "$VENV/bin/python" ] && cmp -s "$want" "$stamp"; then
+  if ! [ -x "$VENV/bin/python" ] || ! cmp -s "$want" "$stamp"; then
+    log "preparing the Python harness in $VENV (pytest, testgres, ruff; pinned)"
+    rm -rf "$VENV"
+    # --system-site-packages: Debian's psycopg2 and matplotlib, as the benches use them.
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$want"
+    cp "$want" "$stamp"
+    chmod -R a+rX "$VENV"
+  fi
+  ensure_harness_package
+}
+
+# The package the tests and the benchmarks share (benches/idgen_harness), installed editable into
+# the venv: the venv finds the files of $HERE/benches/idgen_harness where they are, so an edit
+# needs no reinstall; only a changed benches/pyproject.toml (or a venv made before the package
+# was) does. setuptools is the venv's own (no build isolation: nothing to download).
+ensure_harness_package() {
+  local want="$HERE/benches/pyproject.toml" stamp="$VENV/.harness-package"
+  if cmp -s "$want" "$stamp" && "$VENV/bin/python" -I -c "import idgen_harness" 2>/dev/null; then
     return
   fi
-  log "preparing the Python harness in $VENV (pytest, testgres, ruff; pinned)"
-  rm -rf "$VENV"
-  # --system-site-packages: Debian's psycopg2 and matplotlib, as the benches use them.
-  /usr/bin/python3 -m venv --system-site-packages "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$want"
+  log "installing the harness package (benches/idgen_harness) into $VENV, editable"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$HERE/benches"
   cp "$want" "$stamp"
   chmod -R a+rX "$VENV"
 }
@@ -319,10 +334,12 @@ cluster_base() {
   echo "$base"
 }
 
-# py SCRIPT ARGS...: one of the checkout's Python programs, as the postgres user, in the venv.
+# py SCRIPT ARGS...: one of the checkout's Python programs, as the postgres user, in the venv;
+# py -m MODULE ARGS...: a module's command line, e.g. py -m idgen_harness.cluster up DIR ...
 py() {
   local script=$1; shift
-  as_postgres env PG_BIN="$PG_BIN" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" "$HERE/$script" "$@"
+  if [ "$script" = -m ]; then script=$1; shift; set -- -m "$script" "$@"; else set -- "$HERE/$script" "$@"; fi
+  as_postgres env PG_BIN="$PG_BIN" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" "$@"
 }
 
 # The releases the upgrade test starts from (pg_test/test_upgrade.py), by the commit each was

@@ -1,4 +1,4 @@
-"""The fault schedule (pg_test/faults/chaos.py) under `make test`: a short schedule with a fixed seed, one
+"""The fault schedule (benches/idgen_harness/chaos.py) under `make test`: a short schedule with a fixed seed, one
 with a random seed (printed, to replay it), and one with a bug planted that the checker must catch.
 Each starts its own six servers on this machine's loopback and stops them all at the end."""
 import argparse
@@ -7,9 +7,8 @@ import os
 import random
 import subprocess
 
-import chaos
-import cluster
 import pytest
+from idgen_harness import chaos, cluster
 
 pytestmark = pytest.mark.version_specific("wal", "syncrep", "replication", "bgworker")
 

@@ -6,9 +6,9 @@ import re
 import subprocess
 import time
 
-import cluster
 import pytest
 from conftest import sqlstate_and_hint
+from idgen_harness import cluster
 
 pytestmark = pytest.mark.version_specific("wal", "shmem")
 

@@ -22,9 +22,9 @@ import os
 import re
 import subprocess
 
-import cluster
 import pytest
 from conftest import ROOT
+from idgen_harness import cluster
 
 DOCS = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 MARK = re.compile(r"^<!-- example: (.*?) -->$")

@@ -7,8 +7,8 @@ import os
 
 import psycopg2
 import pytest
-from cluster import wait_until
 from conftest import ROOT
+from idgen_harness.waiting import wait_until
 
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
 PUB_CONF = ["wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10"]

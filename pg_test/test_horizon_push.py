@@ -25,7 +25,8 @@ import uuid
 
 import psycopg2
 import pytest
-from cluster import wait_for_replay
+from idgen_harness.cluster import wait_for_replay
+from idgen_harness.waiting import run_threads
 
 BEHIND = "-3s"
 STANDBY_NAME = "idgen_standby"
@@ -416,11 +417,7 @@ def test_a_horizon_writer_terminated_mid_push_does_not_stop_the_others(cluster_f
         except psycopg2.Error as e:
             results[n] = (f"{e.pgcode}: {str(e).strip()}", time.monotonic() - start)
 
-    takers = [threading.Thread(target=take, args=(n,)) for n in range(2)]
-    for th in takers:
-        th.start()
-    for th in takers:
-        th.join(timeout=40)
+    assert not run_threads(take, range(2), timeout=40)
     assert all(isinstance(v, int) for v, _ in results.values()), \
         f"after the pusher died mid-push, the others got: {results}"
     print(f"first push {took:.2f} s; the pusher died {died_after:.2f} s after SIGTERM; then {results}")
@@ -464,11 +461,7 @@ def test_waiters_use_no_cpu_while_a_push_is_slow(cluster_factory):
                         return
                     calls[i].append(time.monotonic() - t0)
 
-        threads = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=40)
+        assert not run_threads(loop, range(2), timeout=40)
         wall = time.monotonic() - start
         after = {pid: cpu_ticks(pid) for pid in pids}
     finally:

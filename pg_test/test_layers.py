@@ -2,8 +2,11 @@
 (src/sql/) over the Postgres layer (src/pg/) over the pure core (src/core/, the crate
 idgen_core), imports running down only and no circle among the modules. The compiler keeps the
 core pure (its crate has no pgrx to import: the Cargo.lock walk below proves it has none, even
-indirectly); these tests keep the rest, from the sources, with no server."""
+indirectly); these tests keep the rest, from the sources, with no server. And the Python side:
+pg_test/ and benches/ share the package idgen_harness, import nothing of each other's, and
+never change sys.path (docs/development.md)."""
 
+import ast
 import glob
 import os
 import re
@@ -168,3 +171,120 @@ def test_the_drawing_in_the_docs_is_the_imports_as_they_are():
     m = re.search(r"<!-- imports: .*? -->\n```text\n(.*?)\n```", text, re.S)
     assert m, "docs/development.md has no drawing of the imports"
     assert m.group(1) == drawing(), "the drawing is out of date; it is now:\n" + drawing()
+
+
+# ---- the Python side: one shared package, no path tricks ------------------------------------------
+
+PACKAGE = os.path.join("benches", "idgen_harness")
+
+
+def python_files(folder):
+    """The Python files under a folder, relative to ROOT: *.py, and the scripts whose first line
+    names python (benches/run, benches/speed, ...)."""
+    for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, folder)):
+        dirnames[:] = [d for d in dirnames if d not in ("node_modules", "target", "__pycache__")]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not name.endswith(".py"):
+                with open(path, "rb") as f:
+                    if b"python" not in f.readline():
+                        continue
+            yield os.path.relpath(path, ROOT)
+
+
+def side(rel):
+    """'package', 'pg_test' or 'benches': whose a Python file is."""
+    if rel.startswith(PACKAGE + os.sep):
+        return "package"
+    return rel.split(os.sep)[0]
+
+
+def module_names(rel_paths):
+    """The names a file of these is imported by: its file name without .py."""
+    return {os.path.basename(r).removesuffix(".py") for r in rel_paths}
+
+
+def imported(text):
+    """The top-level modules a Python source imports (absolute imports only)."""
+    names = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def python_sources():
+    files = [*python_files("pg_test"), *python_files("benches")]
+    texts = {}
+    for rel in files:
+        with open(os.path.join(ROOT, rel)) as f:
+            texts[rel] = f.read()
+    return texts
+
+
+def path_changes(texts):
+    """Each line of code that changes sys.path: sys.path.insert/append/extend(...), or sys.path
+    (or an item of it) assigned to. Code only: a string or a comment that names it is no change."""
+
+    def is_sys_path(n):
+        if isinstance(n, ast.Subscript):
+            n = n.value
+        return isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) \
+            and n.value.id == "sys"
+
+    def changes(node):
+        if isinstance(node, ast.Attribute) and node.attr in ("insert", "append", "extend"):
+            return is_sys_path(node.value)
+        if isinstance(node, ast.Assign):
+            return any(is_sys_path(t) for t in node.targets)
+        return isinstance(node, ast.AugAssign) and is_sys_path(node.target)
+
+    found = sorted({(rel, node.lineno) for rel, text in texts.items() for node in ast.walk(ast.parse(text))
+                    if changes(node)})
+    return [f"{rel}:{n}: {texts[rel].splitlines()[n - 1].strip()}" for rel, n in found]
+
+
+def cross_imports(texts):
+    """Imports across the line: a pg_test/ file importing a benches/ file or the other way round,
+    or the package importing either (it is whole by itself: it imports only its own modules,
+    the standard library and the venv's)."""
+    own = {s: module_names(r for r in texts if side(r) == s) for s in ("pg_test", "benches")}
+    wrong = []
+    for rel, text in texts.items():
+        mine = side(rel)
+        others = {"pg_test": ["benches"], "benches": ["pg_test"], "package": ["pg_test", "benches"]}[mine]
+        for name in sorted(imported(text)):
+            for other in others:
+                if name in own[other] and not (mine != "package" and name in own[mine]):
+                    wrong.append(f"{rel} ({mine}) imports {name} ({other})")
+    return wrong
+
+
+def test_no_python_file_of_the_tests_or_the_benchmarks_changes_sys_path():
+    changes = path_changes(python_sources())
+    assert not changes, "import the package idgen_harness instead:\n" + "\n".join(changes)
+
+
+def test_the_tests_and_the_benchmarks_import_the_package_not_each_other():
+    texts = python_sources()
+    assert "benches/idgen_harness/cluster.py" in texts and "benches/run" in texts and "pg_test/conftest.py" in texts
+    wrong = cross_imports(texts)
+    assert not wrong, "\n".join(wrong)
+    users = {side(r) for r, t in texts.items() if "idgen_harness" in imported(t)}
+    assert users == {"pg_test", "benches", "package"}, users
+
+
+def test_the_readers_see_a_path_change_and_a_crossing_import():
+    code = "import sys\nsys.path.insert(0, HERE)\nsys.path += ['a']\nprint(sys.path)  # sys.path.append\n" \
+           "sys.path[:0] = ['b']\nx = 'sys.path.insert(0, x)'\n"
+    assert path_changes({"x.py": code}) == ["x.py:2: sys.path.insert(0, HERE)", "x.py:3: sys.path += ['a']",
+                                            "x.py:5: sys.path[:0] = ['b']"]
+    texts = {"pg_test/test_a.py": "import study\nfrom idgen_harness import cluster\n",
+             "benches/study.py": "from conftest import ROOT\n", "pg_test/conftest.py": "import os\n",
+             "benches/idgen_harness/report.py": "import pgconn\nfrom . import nbtree_model\n",
+             "benches/pgconn.py": ""}
+    assert cross_imports(texts) == ["pg_test/test_a.py (pg_test) imports study (benches)",
+                                    "benches/study.py (benches) imports conftest (pg_test)",
+                                    "benches/idgen_harness/report.py (package) imports pgconn (benches)"]

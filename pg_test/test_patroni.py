@@ -65,10 +65,10 @@ import urllib.error
 import urllib.request
 import uuid
 
-import cluster
 import psycopg2
 import pytest
-from cluster import wait_until
+from idgen_harness import cluster
+from idgen_harness.waiting import wait_until
 
 PATRONI = "/usr/bin/patroni"
 ETCD = "/usr/bin/etcd"

@@ -4,9 +4,9 @@ define them, and a database pg_upgrade'd from 15 with idgen's versions keeps wor
 import os
 import subprocess
 
-import cluster
 import psycopg2
 import pytest
+from idgen_harness import cluster
 
 pytestmark = pytest.mark.version_specific("core_uuidv7", "pg_upgrade")
 

@@ -9,8 +9,8 @@ import time
 
 import psycopg2
 import pytest
-from cluster import wait_for_replay
 from conftest import sqlstate_and_hint
+from idgen_harness.cluster import wait_for_replay
 
 pytestmark = pytest.mark.version_specific("wal")
 

@@ -12,10 +12,10 @@ import subprocess
 import threading
 import time
 
-import cluster
 import psycopg2
 import pytest
-from cluster import wait_until
+from idgen_harness import cluster
+from idgen_harness.waiting import run_threads, wait_until
 
 pytestmark = pytest.mark.version_specific("bgworker")
 # The tests marked with it run on 15 and 18 only (docs/testing.md).
@@ -143,21 +143,13 @@ def test_five_auto_servers_get_distinct_worker_ids_and_their_ids_never_clash(clu
     assert [status(s)["worker_id_source"] for s in servers] == ["registry"] * 5
     # Load all five at once, then merge everything they issued.
     out = [[] for _ in servers]
-    errors = []
 
     def load(k):
-        try:
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                out[k].extend(ids(servers[k], 5000))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            out[k].extend(ids(servers[k], 5000))
 
-    threads = [threading.Thread(target=load, args=(k,)) for k in range(5)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(load, range(5))
     assert not errors, errors
     merged = [i for part in out for i in part]
     assert len(merged) > 5 * 5000

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 import pytest
-from cluster import wait_for_replay
+from idgen_harness.cluster import wait_for_replay
 
 pytestmark = pytest.mark.version_specific("wal", "replication")
 

@@ -3,10 +3,9 @@
 import os
 import subprocess
 
-import cluster
 import pytest
-import report
 from conftest import ROOT
+from idgen_harness import cluster, report
 
 pytestmark = pytest.mark.version_specific("pg_stat_io")
 # The tests marked with it run on 15 and 18 only (docs/testing.md).

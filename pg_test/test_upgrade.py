@@ -17,9 +17,9 @@ import os
 import shutil
 import subprocess
 
-import cluster
 import psycopg2
 import pytest
+from idgen_harness import cluster
 
 OLD_VERSIONS = ["0.1.0", "0.2.0"]
 SYSTEM_LIBS = ("/lib/", "/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/")

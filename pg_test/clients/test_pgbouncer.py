@@ -3,12 +3,12 @@ many clients share a few server connections, each client's statements land on wh
 backend is free, and still every id is unique and each client's ids keep increasing, since the
 generator's state is the server's (shared memory), not a backend's or a session's."""
 import subprocess
-import threading
 import time
 
 import psycopg2
 import pytest
-from cluster import free_port
+from idgen_harness.cluster import free_port
+from idgen_harness.waiting import run_threads
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 CLIENTS = 24
@@ -58,32 +58,24 @@ def bouncer(server, tmp_path, request):
 def test_through_pgbouncer_every_id_is_unique_and_each_clients_ids_increase(server, bouncer):
     server.q("TRUNCATE orders", db="shop")
     got = {}
-    errors = []
 
     def client(k):
-        try:
-            conn = psycopg2.connect(host="127.0.0.1", port=bouncer, dbname="shop", user="postgres")
-            conn.autocommit = True
-            mine = []
-            with conn.cursor() as cur:
-                for step in range(ROUNDS):
-                    # a key made by the DEFAULT, and one handed out by SELECT, in turn
-                    if step % 2:
-                        cur.execute("INSERT INTO orders (client, step) VALUES (%s, %s) RETURNING id, ref", (k, step))
-                    else:
-                        cur.execute("SELECT snowflake_next(), uuid_v7()")
-                    mine.append(cur.fetchone())
-            conn.close()
-            got[k] = mine
-        except psycopg2.Error as e:
-            errors.append(repr(e))
+        conn = psycopg2.connect(host="127.0.0.1", port=bouncer, dbname="shop", user="postgres")
+        conn.autocommit = True
+        mine = []
+        with conn.cursor() as cur:
+            for step in range(ROUNDS):
+                # a key made by the DEFAULT, and one handed out by SELECT, in turn
+                if step % 2:
+                    cur.execute("INSERT INTO orders (client, step) VALUES (%s, %s) RETURNING id, ref", (k, step))
+                else:
+                    cur.execute("SELECT snowflake_next(), uuid_v7()")
+                mine.append(cur.fetchone())
+        conn.close()
+        got[k] = mine
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert errors == [] and len(got) == CLIENTS
+    errors = run_threads(client, range(CLIENTS), timeout=300)
+    assert errors == [] and len(got) == CLIENTS, errors
     ids = [i for mine in got.values() for i, _ in mine]
     refs = [r for mine in got.values() for _, r in mine]
     assert len(set(ids)) == len(ids) == CLIENTS * ROUNDS and len(set(refs)) == len(refs)

@@ -1,15 +1,12 @@
-"""The fault schedule's pure parts (pg_test/faults/chaos.py): the schedule is a function of its seed, it
+"""The fault schedule's pure parts (benches/idgen_harness/chaos.py): the schedule is a function of its seed, it
 holds every kind of fault in a long run, and the relay a standby's link runs through passes, holds
 and drops what it carries. No database in here."""
-import os
 import socket
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import chaos  # noqa: E402
+from idgen_harness import chaos
+from idgen_harness.waiting import run_threads
 
 
 def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():
@@ -196,24 +193,17 @@ def test_faults_that_step_one_clock_at_once_never_trip_over_each_other(tmp_path)
     """The 30-minute run saw four clock_back_failovers fail: a clock_step on the same server
     wrote the same temporary file and renamed it away first. Now each write is its own and one
     at a time; the file always ends at the last offset written."""
-    import cluster
+    from idgen_harness import cluster
     clock = cluster.FakeClock(str(tmp_path / "offset"), running=lambda: False)
-    errors, last = [], {}
+    last = {}
 
     def step(k):
-        try:
-            for i in range(300):
-                with clock.lock:
-                    clock.set(f"+{k}.{i:03d}", settle=False)
-                    last["value"] = f"+{k}.{i:03d}"
-        except OSError as e:
-            errors.append(e)
+        for i in range(300):
+            with clock.lock:
+                clock.set(f"+{k}.{i:03d}", settle=False)
+                last["value"] = f"+{k}.{i:03d}"
 
-    threads = [threading.Thread(target=step, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(step, range(6))
     assert not errors, errors[:3]
     assert (tmp_path / "offset").read_text() == last["value"] + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["offset"], "no temporary file left"

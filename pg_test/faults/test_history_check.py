@@ -1,8 +1,8 @@
-"""The history checker (pg_test/faults/history_check.py) on histories whose faults are known: each kind of
+"""The history checker (benches/idgen_harness/history_check.py) on histories whose faults are known: each kind of
 lie it must catch, the documented case it must excuse (and only that), and none on a clean one."""
 import random
 
-import history_check as h
+from idgen_harness import history_check as h
 
 EPOCH = 1_288_834_974_657  # any fixed epoch: the checker takes it, as the server's idgen.epoch
 

@@ -262,6 +262,14 @@ def first_failure(xml_path):
     return None
 
 
+def copys_harness(args):
+    """The environment that has the copy's tests and fault schedule run the copy's own harness
+    package, ahead of the checkout's that the venv has installed: the package reads the tree
+    it sits in (the fault schedule loads sql/registry/idgen_registry.sql from it), and a mutant
+    may have changed that SQL in the copy."""
+    return ["PYTHONDONTWRITEBYTECODE=1", f"PYTHONPATH={os.path.join(args.copy, 'benches')}"]
+
+
 def schedule_seeds(m, args, pg_bin, venv, version):
     """The mutant (installed) against the fault schedule with many seeds: how many catch it."""
     import json
@@ -275,9 +283,9 @@ def schedule_seeds(m, args, pg_bin, venv, version):
         os.makedirs(out, exist_ok=True)
         run(["chown", "postgres", out], check=True)
         started = time.monotonic()
-        run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", "PYTHONDONTWRITEBYTECODE=1",
-             f"{venv}/bin/python", "pg_test/faults/chaos.py", "--seconds", str(secs), "--seed", str(seed), "--out", out,
-             *args.chaos_args.split()],
+        run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", *copys_harness(args),
+             f"{venv}/bin/python", "-m", "idgen_harness.chaos", "--seconds", str(secs), "--seed", str(seed),
+             "--out", out, *args.chaos_args.split()],
             cwd=args.copy, capture_output=True)
         with open(os.path.join(out, "chaos.json")) as f:
             s = json.load(f)
@@ -314,11 +322,8 @@ def fixed_seed():
 
 
 def chaos_schedule(seed, seconds=40):
-    """The faults the schedule draws for a seed (chaos.py, imported once)."""
-    for folder in (os.path.join(ROOT, "pg_test"), os.path.join(ROOT, "pg_test", "faults")):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    import chaos
+    """The faults the schedule draws for a seed (idgen_harness.chaos)."""
+    from idgen_harness import chaos
     return chaos.schedule(seed, seconds)
 
 
@@ -363,7 +368,7 @@ def main(argv=None):
             return schedule_seeds(m, args, pg_bin, venv, version)
         xml = os.path.join(args.copy, "mutant.xml")
         started = time.monotonic()
-        tests = run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", "PYTHONDONTWRITEBYTECODE=1",
+        tests = run(["runuser", "-u", "postgres", "--", "env", f"PG_BIN={pg_bin}", *copys_harness(args),
                      f"{venv}/bin/python", "-m", "pytest", "-c", "pg_test/pytest.ini", "--rootdir=.",
                      "-p", "no:cacheprovider", "-p", "no:xdist", "-x", f"--junitxml={xml}", *m.tests],
                     cwd=args.copy)

@@ -3,13 +3,10 @@ added with DEFAULT snowflake_next() to stored rows), more rows through the ORM; 
 
     python run.py <socket dir> <port> <database>"""
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import django  # noqa: E402
-from django.conf import settings  # noqa: E402
+import django
+from django.conf import settings
 
 settings.configure(
     INSTALLED_APPS=["shop"],

@@ -1,15 +1,15 @@
 """Throwaway PostgreSQL servers for idgen's tests and benchmarks, on testgres.
 
 One module for both: the test harness (pg_test/conftest.py) makes its clusters here, and
-`make run` (benches/main) starts its study cluster with this file's command line. A `Cluster` is
+`make run` (benches/main) starts its study cluster with this module's command line. A `Cluster` is
 a testgres node with what idgen's scenarios need on top: idgen preloaded with a worker id, a
 clock that can be shifted while the server runs (libfaketime), errors read back with their
 SQLSTATE and HINT, and pgbench and pg_regress pointed at it.
 
 Runs as the postgres user (Postgres refuses root); pg_test/install.sh arranges that.
 
-    python3 pg_test/cluster.py up DIR --port 54329 --conf "shared_buffers = '512MB'"
-    python3 pg_test/cluster.py stop DIR
+    .venv/bin/python -m idgen_harness.cluster up DIR --port 54329 --conf "shared_buffers = '512MB'"
+    .venv/bin/python -m idgen_harness.cluster stop DIR
 """
 
 import argparse
@@ -26,6 +26,8 @@ import time
 
 import psycopg2
 import testgres
+
+from idgen_harness.waiting import wait_until
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
@@ -221,11 +223,7 @@ class Cluster:
     def promote(self):
         """pg_ctl promote, waiting until the server is out of recovery."""
         self.node.promote()
-        deadline = time.monotonic() + 60
-        while self.one("SELECT pg_is_in_recovery()"):
-            if time.monotonic() > deadline:
-                raise SqlError("the standby did not leave recovery within 60 s")
-            time.sleep(0.1)
+        wait_until("the standby leaving recovery", lambda: not self.one("SELECT pg_is_in_recovery()"), timeout=60)
         return self
 
     def append_conf(self, *lines):
@@ -405,27 +403,11 @@ class Cluster:
         return done.returncode == 0, output
 
 
-def wait_until(what, predicate, timeout=30, step=0.1):
-    """predicate()'s first true value, polled every `step` seconds; an AssertionError naming
-    `what` after `timeout` seconds. The harness's one wait: every test waits with it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(step)
-
-
 def wait_for_replay(primary, standby, timeout=60):
     """Waits until standby has replayed everything primary has flushed so far."""
     lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
-    deadline = time.monotonic() + timeout
-    while not standby.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
-        if time.monotonic() > deadline:
-            raise SqlError(f"the standby did not replay up to {lsn} within {timeout} s")
-        time.sleep(0.1)
+    wait_until(f"the standby replaying up to {lsn}",
+               lambda: standby.one(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"), timeout=timeout)
 
 
 # ---- command line, for `make run` ---------------------------------------------------------

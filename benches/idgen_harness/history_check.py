@@ -1,4 +1,4 @@
-"""The checker of a history of handed-out ids (pg_test/faults/chaos.py feeds it; no database in
+"""The checker of a history of handed-out ids (benches/idgen_harness/chaos.py feeds it; no database in
 here, tested in pg_test/faults/test_history_check.py).
 
 A history is every id a run saw handed out — by SELECT on the client side, and every id found in

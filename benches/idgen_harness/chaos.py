@@ -1,6 +1,6 @@
 """A fault schedule that tries to make idgen lie: real servers on this machine's
 loopback under load, faults drawn from a seed and overlapping, and every id handed out checked at
-the end by pg_test/faults/history_check.py.
+the end by benches/idgen_harness/history_check.py.
 
 The topology:
 - a, b, c: one HA lineage (worker id 1, fixed, a member of the registry). a starts as the primary,
@@ -79,12 +79,10 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
+from idgen_harness import history_check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "pg_test"))
-sys.path.insert(0, HERE)
-
-import history_check  # noqa: E402
 
 EPOCH_MS = 1288834974657  # idgen.epoch's default
 REGISTRY_SQL = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
@@ -1339,7 +1337,7 @@ def main(argv=None):
         for f in schedule(args.seed, args.seconds, args.mean_gap):
             print(json.dumps(asdict(f)))
         return 0
-    import cluster
+    from idgen_harness import cluster
     base = tempfile.mkdtemp(prefix="idgen-chaos-")
     run = Run(args, base, cluster)
     try:

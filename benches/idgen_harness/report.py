@@ -1,10 +1,10 @@
 """The study's outputs: results.csv, report.md and study.png, written by benches/run (a module
-of it, not run on its own). No database in here, so it is tested on its own
-(benches/test_report.py)."""
+of it, not run on its own) and read back by pg_test/test_study.py. No database in here, so it
+is tested on its own (benches/test_report.py)."""
 import csv
 import os
 
-import nbtree_model
+from idgen_harness import nbtree_model
 
 # The first columns are fixed by the study's contract; more may follow.
 COLUMNS = [
@@ -26,7 +26,8 @@ FLOATS = {"seconds", "rows_per_s", "avg_leaf_density", "leaf_fragmentation", "bl
           "blks_written_per_1k_rows", "blks_evicted_per_1k_rows", "index_to_shared_buffers",
           "blks_extended_per_1k_rows"}
 BASELINE = "bigserial"
-STRATEGY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strategies")
+# benches/strategies/: the package sits in benches/ (docs/development.md says why).
+STRATEGY_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "strategies")
 
 
 def made_by():
@@ -520,7 +521,7 @@ def disorder_markdown(rows, meta, many_cores=None):
         "distributed time whose mean is the window (pg_sleep: at least about a millisecond when it sleeps "
         "at all); the trigger then stamps the row with an arrival number and time, from which the disorder "
         "below is measured. The model column replays each run's measured arrival order into nbtree's split "
-        "rules (benches/nbtree_model.py) and predicts what pgstatindex reports.",
+        "rules (benches/idgen_harness/nbtree_model.py) and predicts what pgstatindex reports.",
         f"Server: {meta['server']} ({meta.get('settings', 'settings not recorded')}). Machine: {meta['machine']}. "
         f"Command: `{meta['command']}`.",
         "",
