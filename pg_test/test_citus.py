@@ -17,7 +17,7 @@ import time
 
 import psycopg2
 import pytest
-from citus_cluster import CitusCluster, citus_missing
+from idgen_harness.citus import CitusCluster, citus_missing
 from test_registry import NOT_IN_PREREQUISITE_STATE, conninfo, fleet_role, install_registry, status, worker_of
 
 REASON = citus_missing()

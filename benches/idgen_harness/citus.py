@@ -8,7 +8,7 @@ Citus is built from source by pg_test/install.sh (ensure_citus) once per machine
 
 import os
 
-import cluster
+from idgen_harness import cluster
 
 # Loopback tests: no TLS between the nodes (Citus would otherwise make itself a certificate and
 # require it). Few shards, so that a 2-core machine runs every statement quickly.

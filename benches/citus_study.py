@@ -1,0 +1,201 @@
+"""The key study per shard, on a Citus cluster on this machine: what each key strategy does to the
+B-trees of a distributed table's shards, distributed by the key itself and by a tenant column.
+
+Starts a coordinator and two workers (Citus, then idgen, preloaded on each; worker ids 1, 2, 3;
+pg_test/citus_cluster.py), and for each strategy and distribution: a fresh distributed table of
+--shards shards, its primary key the only index (the key, or (tenant, key)), autovacuum off;
+pgbench inserting --rows rows through the coordinator in transactions of --batch rows, at each
+client count of --clients; then, on each worker, for each shard's key index: leaf splits from the
+worker's own WAL records (pg_walinspect, filtered on the shard index's relfilenode), leaf density
+and pages (pgstatindex) and size. Rows: mean and spread over the shards.
+
+Strategies: bigserial (Citus's: inserts through the coordinator take the coordinator's sequence),
+snowflake_next(), uuid_v7() and gen_random_uuid() (v4), all made on the coordinator as the
+DEFAULT of the distributed table (docs/citus.md says which node evaluates it in which statement).
+
+On a 2-core machine three servers share the cores with pgbench: the figures are about the
+shape (splits, density, size per shard; rates as ratios in one run), not Citus's scale.
+
+Runs as the postgres user with PG_BIN naming the server build (benches/citus sets both up).
+usage: citus_study.py [--rows N] [--clients 1,8] [--batch B] [--shards S] [--out DIR]
+"""
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from idgen_harness import cluster
+from idgen_harness.citus import CitusCluster, citus_missing
+
+STRATEGIES = {
+    # name: (key column type and default, what makes it)
+    "bigserial": ("bigserial", "the coordinator's sequence (Citus's bigserial, inserts through the coordinator)"),
+    "snowflake": ("bigint DEFAULT snowflake_next()", "idgen's `snowflake_next()`, made on the coordinator"),
+    "uuid_v7": ("uuid DEFAULT uuid_v7()", "idgen's `uuid_v7()`, made on the coordinator"),
+    "uuid_v4": ("uuid DEFAULT gen_random_uuid()", "`gen_random_uuid()`, made on the coordinator"),
+}
+DISTRIBUTIONS = ("key", "tenant")
+TENANTS = 1000
+SCRIPT = ("INSERT INTO citus_study (tenant, payload) "
+          "SELECT (random() * {tenants})::int, 'payload-0123456789' FROM generate_series(1, :batch);\n")
+
+
+class Factory:
+    def __init__(self, base):
+        self.base, self.made = base, []
+
+    def __call__(self, name, *, start=True, **kwargs):
+        c = cluster.Cluster(os.path.join(self.base, name), **kwargs).init()
+        self.made.append(c)
+        if start:
+            c.start()
+        return c
+
+    def close(self):
+        for c in self.made:
+            c.cleanup()
+
+
+def create_table(coord, strategy, distribution, shards):
+    key_type, _ = STRATEGIES[strategy]
+    pk = "PRIMARY KEY (id)" if distribution == "key" else "PRIMARY KEY (tenant, id)"
+    coord.q("DROP TABLE IF EXISTS citus_study",
+            f"CREATE TABLE citus_study (id {key_type}, tenant int NOT NULL, payload text, {pk})"
+            " WITH (autovacuum_enabled = off)",
+            f"SELECT create_distributed_table('citus_study', '{'id' if distribution == 'key' else 'tenant'}',"
+            f" shard_count => {shards})")
+
+
+def shard_indexes(worker):
+    """(index name, relfilenode) of each shard's primary key on this worker."""
+    return worker.q("SET citus.override_table_visibility = off",  # else Citus hides its shards
+                    "SELECT c.relname, pg_relation_filenode(c.oid) FROM pg_class c "
+                    "WHERE c.relkind = 'i' AND c.relname ~ '^citus_study_pkey_[0-9]+$' ORDER BY c.relname")
+
+
+def run_pgbench(coord, clients, rows, batch, script):
+    transactions = max(1, rows // (clients * batch))
+    cmd = [os.path.join(cluster.pg_bin(), "pgbench"), "-n", "-M", "prepared", "-c", str(clients),
+           "-j", str(min(clients, os.cpu_count() or 1)), "-t", str(transactions), "-D", f"batch={batch}",
+           "-f", script, "-h", coord.socket_dir, "-p", str(coord.port), "-U", "postgres", "postgres"]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0 or "number of failed transactions: 0" not in done.stdout:
+        raise RuntimeError(f"pgbench failed ({done.returncode}): {done.stdout[-800:]}{done.stderr[-800:]}")
+    return transactions * clients * batch, seconds
+
+
+def measure(cc, strategy, distribution, clients, rows, batch, shards, script):
+    coord = cc.coordinator
+    create_table(coord, strategy, distribution, shards)
+    for w in cc.workers:
+        w.q("CHECKPOINT")
+    start = {w.port: w.one("SELECT pg_current_wal_insert_lsn()") for w in cc.workers}
+    inserted, seconds = run_pgbench(coord, clients, rows, batch, script)
+    assert coord.one("SELECT count(*) FROM citus_study") == inserted
+    per_shard = []
+    for w in cc.workers:
+        end = w.one("SELECT pg_current_wal_flush_lsn()")
+        for name, filenode in shard_indexes(w):
+            rel = rf"rel \d+/\d+/{filenode}\M"
+            splits = w.one(f"SELECT count(*) FROM pg_get_wal_records_info('{start[w.port]}', '{end}')"
+                           " WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')"
+                           f" AND description ~ '^level:? 0,' AND block_ref ~ '{rel}'")
+            pages, density = w.one(f"SELECT leaf_pages, avg_leaf_density FROM pgstatindex('{name}')")
+            size = w.one(f"SELECT pg_relation_size('{name}')")
+            rows_in = w.one(f"SELECT count(*) FROM {name.replace('citus_study_pkey', 'citus_study')}")
+            per_shard.append({"splits": splits, "pages": pages, "density": float(density), "bytes": size,
+                              "rows": rows_in})
+    assert len(per_shard) == shards and sum(s["rows"] for s in per_shard) == inserted
+    return {
+        "strategy": strategy, "distribution": distribution, "clients": clients, "rows": inserted,
+        "rows_per_s": inserted / seconds, "shards": shards,
+        "leaf_splits_per_shard": statistics.mean(s["splits"] for s in per_shard),
+        "leaf_splits_per_1k_rows": 1000 * sum(s["splits"] for s in per_shard) / inserted,
+        "avg_leaf_density": statistics.mean(s["density"] for s in per_shard),
+        "min_leaf_density": min(s["density"] for s in per_shard),
+        "index_kb_per_shard": statistics.mean(s["bytes"] for s in per_shard) / 1024,
+        "rows_per_shard_min": min(s["rows"] for s in per_shard),
+        "rows_per_shard_max": max(s["rows"] for s in per_shard),
+    }
+
+
+def report(results, args, build):
+    by = {(r["strategy"], r["distribution"], r["clients"]): r for r in results}
+    lines = [f"# The key study per shard, on Citus ({build})", "",
+             f"`bash benches/citus --rows {args.rows} --clients {args.clients} --batch {args.batch} "
+             f"--shards {args.shards}`: a coordinator and two workers on one {os.cpu_count()}-core machine, "
+             "rows inserted through the coordinator with pgbench; per shard, the key index's leaf splits "
+             "(the worker's WAL), leaf density (pgstatindex) and size. Three servers and pgbench share the "
+             "cores: the rates are ratios within this run, not Citus's scale.", "",
+             "| strategy | distributed by | clients | rows/s | × bigserial | leaf splits per 1,000 rows | "
+             "leaf density (mean, min over shards) | index KB per shard |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        base = by.get(("bigserial", r["distribution"], r["clients"]))
+        ratio = r["rows_per_s"] / base["rows_per_s"] if base else float("nan")
+        lines.append(f"| {r['strategy']} | {r['distribution']} | {r['clients']} | {r['rows_per_s']:,.0f} | "
+                     f"{ratio:.2f} | {r['leaf_splits_per_1k_rows']:.1f} | "
+                     f"{r['avg_leaf_density']:.1f} %, {r['min_leaf_density']:.1f} % | {r['index_kb_per_shard']:,.0f} |")
+    lines += ["", "What makes each key:", ""]
+    lines += [f"- {name}: {made}" for name, (_, made) in STRATEGIES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=200_000, help="rows per run (default 200,000)")
+    ap.add_argument("--clients", default="1,8", help="pgbench client counts, comma-separated (default 1,8)")
+    ap.add_argument("--batch", type=int, default=100, help="rows per transaction (default 100)")
+    ap.add_argument("--shards", type=int, default=8, help="shards per table (default 8)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--out", help="write citus.md and citus.csv here")
+    args = ap.parse_args(argv)
+    missing = citus_missing()
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
+    clients = [int(c) for c in args.clients.split(",")]
+    strategies = args.strategies.split(",")
+    base = tempfile.mkdtemp(prefix="idgen-citus-study-")
+    factory = Factory(base)
+    results = []
+    try:
+        cc = CitusCluster(factory, "study", conf=["shared_buffers = '256MB'", "synchronous_commit = off",
+                                                  "max_wal_size = '2GB'"]).start()
+        cc.coordinator.q("CREATE EXTENSION pg_walinspect", "CREATE EXTENSION pgstattuple")
+        build = cluster.build_description()
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False, dir=base) as f:
+            f.write(SCRIPT.format(tenants=TENANTS))
+            script = f.name
+        for distribution in DISTRIBUTIONS:
+            for strategy in strategies:
+                for c in clients:
+                    r = measure(cc, strategy, distribution, c, args.rows, args.batch, args.shards, script)
+                    print(f"  {strategy}, by {distribution}, {c} clients: {r['rows_per_s']:,.0f} rows/s, "
+                          f"{r['leaf_splits_per_1k_rows']:.1f} leaf splits per 1,000 rows, "
+                          f"density {r['avg_leaf_density']:.1f} %", file=sys.stderr)
+                    results.append(r)
+    finally:
+        factory.close()
+        subprocess.run(["rm", "-rf", base])
+    text = report(results, args, build)
+    print(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "citus.md"), "w") as f:
+            f.write(text)
+        with open(os.path.join(args.out, "citus.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(results[0]))
+            w.writeheader()
+            w.writerows(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
