@@ -40,8 +40,16 @@ STRATEGIES = {
 }
 DISTRIBUTIONS = ("key", "tenant")
 TENANTS = 1000
-SCRIPT = ("INSERT INTO citus_study (tenant, payload) "
-          "SELECT (random() * {tenants})::int, 'payload-0123456789' FROM generate_series(1, :batch);\n")
+
+
+def script_text(batch, tenants=TENANTS):
+    """One pgbench transaction: a multi-row INSERT ... VALUES of `batch` rows, each with a random
+    tenant, as an application sends them; the coordinator makes the keys and routes each row to
+    its shard (an INSERT ... SELECT of generated rows would go through Citus's intermediate
+    results instead, several times slower per statement)."""
+    sets = "".join(f"\\set t{i} random(0, {tenants - 1})\n" for i in range(batch))
+    rows = ", ".join(f"(:t{i}, 'payload-0123456789')" for i in range(batch))
+    return f"{sets}INSERT INTO citus_study (tenant, payload) VALUES {rows};\n"
 
 
 class Factory:
@@ -106,7 +114,7 @@ def measure(cc, strategy, distribution, clients, rows, batch, shards, script):
             splits = w.one(f"SELECT count(*) FROM pg_get_wal_records_info('{start[w.port]}', '{end}')"
                            " WHERE resource_manager = 'Btree' AND record_type IN ('SPLIT_L', 'SPLIT_R')"
                            f" AND description ~ '^level:? 0,' AND block_ref ~ '{rel}'")
-            pages, density = w.one(f"SELECT leaf_pages, avg_leaf_density FROM pgstatindex('{name}')")
+            pages, density = w.q(f"SELECT leaf_pages, avg_leaf_density FROM pgstatindex('{name}')")[0]
             size = w.one(f"SELECT pg_relation_size('{name}')")
             rows_in = w.one(f"SELECT count(*) FROM {name.replace('citus_study_pkey', 'citus_study')}")
             per_shard.append({"splits": splits, "pages": pages, "density": float(density), "bytes": size,
@@ -171,7 +179,7 @@ def main(argv=None):
         cc.coordinator.q("CREATE EXTENSION pg_walinspect", "CREATE EXTENSION pgstattuple")
         build = cluster.build_description()
         with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False, dir=base) as f:
-            f.write(SCRIPT.format(tenants=TENANTS))
+            f.write(script_text(args.batch))
             script = f.name
         for distribution in DISTRIBUTIONS:
             for strategy in strategies:
