@@ -4,6 +4,7 @@ generators' uniqueness and order under concurrent clients and a clock stepped ba
 used by a role that is not a superuser on a server without idgen; and the switch to the
 extension (sql/portable/switch_to_extension.sql) with no id reissued."""
 
+import bisect
 import os
 import subprocess
 import threading
@@ -363,29 +364,126 @@ def test_concurrent_clients_never_share_an_id(bare, tmp_path):
 
 
 def test_the_clock_stepped_back_restarts_and_crashes(bare):
+    """As the extension's: a clock within max_clock_wait (1 s) behind the last id is waited for,
+    further behind it is refused with 58000, and refused calls spend no value of the state
+    (else a loop of them would push it ever further ahead of the clock). The state survives a
+    restart and a crash with the clock still behind."""
     high = bare.one("SELECT max(id) FROM keys.t", db="app")
-    bare.clock.set("-5s")
+    bare.clock.set("-0.5s")
     bare.q("INSERT INTO keys.t (phase) SELECT 2 FROM generate_series(1, 2000)", db="app", user="app")
     assert bare.one(f"SELECT min(id) > {high} FROM keys.t WHERE phase = 2", db="app") is True
-    # an hour behind: 10,000 ids in one statement carry into later milliseconds, never wrap
-    bare.clock.set("-3600s")
     high = bare.one("SELECT max(id) FROM keys.t", db="app")
-    bare.q("INSERT INTO keys.t (phase) SELECT 3 FROM generate_series(1, 10000)", db="app", user="app")
-    spread = bare.one(f"SELECT (max(id) >> 22) - ({high} >> 22) FROM keys.t WHERE phase = 3", db="app")
-    assert 2 <= spread <= 4, spread  # 10,000 / 4,096 milliseconds, not an hour
-    assert_increasing(bare)
+    bare.clock.set("-5s")
+    e = bare.error("INSERT INTO keys.t (phase) SELECT 3 FROM generate_series(1, 10)", db="app", user="app")
+    assert e.pgcode == "58000" and "ms behind the last snowflake id issued, longer than max_clock_wait (1000 ms)" \
+        in e.diag.message_primary, e
+    assert "Ids resume once the clock reaches" in e.diag.message_detail and "max_clock_wait" in e.diag.message_hint
+    state = "SELECT last_value FROM keys.idgen_portable_snowflake_state"
+    before = bare.one(state, db="app")
+    bare.q("DO $$ DECLARE n int := 0; BEGIN FOR i IN 1..1000 LOOP"
+           " BEGIN PERFORM keys.snowflake_next(); EXCEPTION WHEN SQLSTATE '58000' THEN n := n + 1; END;"
+           " END LOOP; IF n <> 1000 THEN RAISE EXCEPTION 'only % of 1000 refused', n; END IF; END $$",
+           db="app", user="app")
+    assert bare.one(state, db="app") == before  # 1,000 refusals, no value spent
+    assert bare.one("SELECT pg_sequence_last_value('keys.idgen_portable_snowflake_seqlock') % 2", db="app") == 1
     # a restart and a crash with the clock still behind: the state sequence survives both
-    high = bare.one("SELECT max(id) FROM keys.t", db="app")
     bare.stop().start()
-    bare.q("INSERT INTO keys.t (phase) SELECT 4 FROM generate_series(1, 100)", db="app", user="app")
+    assert bare.error("SELECT keys.snowflake_next()", db="app", user="app").pgcode == "58000"
     victim = bare.connect("app")
     bare.kill_backend(victim.get_backend_pid())
     bare.wait_for_connections()
-    bare.q("INSERT INTO keys.t (phase) SELECT 5 FROM generate_series(1, 100)", db="app", user="app")
-    assert bare.one(f"SELECT count(*) FROM keys.t WHERE phase IN (4, 5) AND id <= {high}", db="app") == 0
+    assert bare.error("SELECT keys.snowflake_next()", db="app", user="app").pgcode == "58000"
+    bare.clock.set("+0")
+    bare.q("INSERT INTO keys.t (phase) SELECT 4 FROM generate_series(1, 100)", db="app", user="app")
+    assert bare.one(f"SELECT count(*) FROM keys.t WHERE phase = 4 AND id <= {high}", db="app") == 0
+    # the clock caught up: the seqlock is even again, and the fast path back
+    assert bare.one("SELECT pg_sequence_last_value('keys.idgen_portable_snowflake_seqlock') % 2", db="app") == 0
     assert bare.one("SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY ord) AS p FROM keys.t"
                     " WHERE phase >= 2) s WHERE id <= p", db="app") == 0
-    bare.clock.set("+0")
+
+
+def test_many_writers_clock_steps_and_a_burst_past_the_cap_never_repeat_an_id(bare):
+    """Six writers, three under Twitter's layout and three under js53's (256 ids per 10-ms tick:
+    they ask for more, so ids carry into later ticks and wait for them), while the server's
+    clock steps half a second back (waited for), forward again, three seconds back (refused:
+    58000) and forward again; libfaketime moves each backend's clock at its own moment within 2 s,
+    so backends disagree about the time meanwhile. Every id is collected: none twice, each of the
+    worker's field, each statement's increasing, every statement's ids above those of every
+    statement that ended before it began (in any backend), and none from a tick the backend's
+    clock had not reached when the statement ended."""
+    bare.q("CREATE SCHEMA burst AUTHORIZATION app", db="app")
+    install(bare, "schema=burst", "worker_id=7", "layout=js53", db="app", user="app")
+    layouts = {"keys": ("twitter", 22, 12, 1023, 1), "burst": ("js53", 15, 8, 127, 10)}  # shifts, masks, ms
+    stop = threading.Event()
+    statements = {schema: [] for schema in layouts}  # (start, end, ids, clock at the end in ms)
+    refusals, failures = [], []
+
+    def writer(schema):
+        conn = bare.connect("app", user="app")
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    start = time.monotonic()
+                    try:
+                        cur.execute(f"SELECT array_agg({schema}.snowflake_next() ORDER BY g),"
+                                    " (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+                                    " FROM generate_series(1, 100) g")
+                    except psycopg2.Error as e:
+                        (refusals if e.pgcode == "58000" else failures).append((schema, e.pgcode, str(e)))
+                        continue
+                    got, clock_ms = cur.fetchone()
+                    statements[schema].append((start, time.monotonic(), got, clock_ms))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in layouts for _ in range(3)]
+    for t in threads:
+        t.start()
+    back = []  # while a backend's clock may step back: its clock at a statement's end may be behind
+    try:
+        for offset in ("+0", "-0.5s", "+0", "-3s", "+0"):
+            began = time.monotonic()
+            bare.clock.set(offset)  # waits until every backend has it (2.1 s)
+            if offset != "+0":
+                back.append((began, time.monotonic()))
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        bare.clock.set("+0")
+    assert not failures, failures[:3]
+    assert refusals and all("longer than max_clock_wait" in r[2] for r in refusals), refusals[:3]
+    for schema, (layout, time_shift, worker_shift, worker_mask, unit_ms) in layouts.items():
+        done = statements[schema]
+        ids = [i for _, _, got, _ in done for i in got]
+        assert len(ids) > 3000, (schema, len(ids))
+        assert len(set(ids)) == len(ids), f"{schema}: {len(ids) - len(set(ids))} ids issued twice"
+        assert all((i >> worker_shift) & worker_mask == 7 for i in ids), layout
+        for _, _, got, _ in done:
+            assert got == sorted(got) and len(set(got)) == len(got), got
+        # order across backends in real time: prefix maximum of the statements ordered by end
+        by_end = sorted(done, key=lambda s: s[1])
+        ends = [s[1] for s in by_end]
+        prefix, top = [], -1
+        for s in by_end:
+            top = max(top, s[2][-1])
+            prefix.append(top)
+        for start, _, got, _ in done:
+            k = bisect.bisect_left(ends, start)
+            assert k == 0 or prefix[k - 1] < got[0], (schema, "an id below one a finished statement returned")
+        # no id ahead of its backend's clock: ids waited for their tick
+        ahead = [(got[-1], clock) for start, end, got, clock in done
+                 if (got[-1] >> time_shift) * unit_ms + EPOCH > clock
+                 and not any(start < b and end > a for a, b in back)]
+        assert not ahead, (schema, len(ahead), ahead[:3])
+    # the js53 writers asked for more than a tick holds: full ticks of 256 and later ones waited for
+    per_tick = {}
+    for _, _, got, _ in statements["burst"]:
+        for i in got:
+            per_tick[i >> 15] = per_tick.get(i >> 15, 0) + 1
+    assert max(per_tick.values()) == 256, max(per_tick.values())
 
 
 def test_a_cancel_while_holding_the_lock_does_not_leave_it_held(bare):
@@ -411,7 +509,8 @@ def test_a_cancel_while_holding_the_lock_does_not_leave_it_held(bare):
     t.join(60)
     assert result["error"].pgcode == "57014"
     assert bare.one(f"SELECT count(*) FROM pg_locks WHERE (locktype = 'advisory'"
-                    f" OR relation = 'keys.idgen_portable_snowflake_lock'::regclass) AND pid = {pid}", db="app") == 0
+                    f" OR relation = 'keys.idgen_portable_snowflake_jump_lock'::regclass) AND pid = {pid}",
+                    db="app") == 0
     other = bare.connect("app", user="app")
     with other.cursor() as cur:
         cur.execute("SET lock_timeout = '2s'")

@@ -94,7 +94,8 @@ def test_temporary_relations_named_like_the_state_are_not_used(sec):
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE TEMP SEQUENCE idgen_portable_snowflake_state MINVALUE 0 START 0")
-            cur.execute("CREATE TEMP TABLE idgen_portable_snowflake_lock ()")
+            cur.execute("CREATE TEMP TABLE idgen_portable_snowflake_jump_lock ()")
+            cur.execute("CREATE TEMP SEQUENCE idgen_portable_snowflake_seqlock MINVALUE 0 START 1")
             cur.execute("CREATE TEMP TABLE pg_class ()")  # a table named like a catalog, too
             cur.execute("SELECT keys.snowflake_next() FROM generate_series(1, 50)")
             got = [r[0] for r in cur.fetchall()]
@@ -181,8 +182,10 @@ def test_a_storm_of_cancels_leaves_no_lock_held(sec):
     # every session is idle now: none holds a lock of the generator's
     held = sec.q("SELECT pid, locktype, coalesce(relation::regclass::text, ''), mode FROM pg_locks"
                  f" WHERE pid IN ({', '.join(map(str, pids))}) AND (locktype = 'advisory'"
-                 " OR relation IN (to_regclass('keys.idgen_portable_snowflake_lock'),"
-                 " 'keys.idgen_portable_snowflake_state'::regclass))", db="app")
+                 " OR relation IN (to_regclass('keys.idgen_portable_snowflake_jump_lock'),"
+                 " 'keys.idgen_portable_snowflake_state'::regclass,"
+                 " 'keys.idgen_portable_snowflake_seqlock'::regclass))",
+                 db="app")
     assert held == [], held
     started = time.monotonic()
     assert_good_ids([sec.one("SET statement_timeout = '5s'", "SELECT keys.snowflake_next()", db="app", user="app")])
@@ -200,16 +203,20 @@ def test_no_role_without_a_grant_can_hold_the_lock(sec):
         f"SELECT pg_advisory_lock(1768187749, {oid})",
         f"SELECT pg_advisory_xact_lock(1768187749, {oid})",
         f"SELECT pg_advisory_xact_lock_shared(1768187749, {oid})",
-        "SELECT pg_relation_size(to_regclass('keys.idgen_portable_snowflake_lock')),"
+        "SELECT pg_relation_size(to_regclass('keys.idgen_portable_snowflake_jump_lock')),"
         " pg_relation_size(to_regclass('keys.idgen_portable_snowflake_state'))",
-        "LOCK TABLE keys.idgen_portable_snowflake_lock IN SHARE UPDATE EXCLUSIVE MODE",
-        "LOCK TABLE keys.idgen_portable_snowflake_lock IN ACCESS EXCLUSIVE MODE",
-        "LOCK TABLE keys.idgen_portable_snowflake_lock IN ACCESS SHARE MODE",
+        "LOCK TABLE keys.idgen_portable_snowflake_jump_lock IN SHARE UPDATE EXCLUSIVE MODE",
+        "LOCK TABLE keys.idgen_portable_snowflake_jump_lock IN ACCESS EXCLUSIVE MODE",
+        "LOCK TABLE keys.idgen_portable_snowflake_jump_lock IN ACCESS SHARE MODE",
         "LOCK TABLE keys.idgen_portable_snowflake_state IN EXCLUSIVE MODE",
-        "SELECT * FROM keys.idgen_portable_snowflake_lock FOR UPDATE",
+        "SELECT * FROM keys.idgen_portable_snowflake_jump_lock FOR UPDATE",
         "SELECT * FROM keys.idgen_portable_snowflake_state FOR UPDATE",
         "SELECT nextval('keys.idgen_portable_snowflake_state')",
-        "ANALYZE keys.idgen_portable_snowflake_lock",
+        "SELECT pg_relation_size('keys.idgen_portable_snowflake_seqlock')",
+        "LOCK TABLE keys.idgen_portable_snowflake_seqlock IN EXCLUSIVE MODE",
+        "SELECT * FROM keys.idgen_portable_snowflake_seqlock FOR UPDATE",
+        "SELECT setval('keys.idgen_portable_snowflake_seqlock', 1)",
+        "ANALYZE keys.idgen_portable_snowflake_jump_lock",
     ]
     holder = sec.connect("app", user="intruder")
     holder.autocommit = False
@@ -229,11 +236,13 @@ def test_no_role_without_a_grant_can_hold_the_lock(sec):
         other = sec.connect("app", user="intruder")
         with other.cursor() as cur:
             cur.execute("SET statement_timeout = '3s'")
-            for sql in ["COMMENT ON TABLE keys.idgen_portable_snowflake_lock IS 'x'",
-                        "CREATE RULE r AS ON INSERT TO keys.idgen_portable_snowflake_lock DO INSTEAD NOTHING",
-                        "CREATE TABLE kid () INHERITS (keys.idgen_portable_snowflake_lock)",
-                        "VACUUM keys.idgen_portable_snowflake_lock", "CLUSTER keys.idgen_portable_snowflake_lock",
-                        "ALTER SEQUENCE keys.idgen_portable_snowflake_state RESTART"]:
+            for sql in ["COMMENT ON TABLE keys.idgen_portable_snowflake_jump_lock IS 'x'",
+                        "CREATE RULE r AS ON INSERT TO keys.idgen_portable_snowflake_jump_lock DO INSTEAD NOTHING",
+                        "CREATE TABLE kid () INHERITS (keys.idgen_portable_snowflake_jump_lock)",
+                        "VACUUM keys.idgen_portable_snowflake_jump_lock",
+                        "CLUSTER keys.idgen_portable_snowflake_jump_lock",
+                        "ALTER SEQUENCE keys.idgen_portable_snowflake_state RESTART",
+                        "ALTER SEQUENCE keys.idgen_portable_snowflake_seqlock RESTART"]:
                 try:
                     cur.execute(sql)
                 except psycopg2.Error as e:
@@ -255,8 +264,10 @@ def test_no_role_without_a_grant_can_hold_the_lock(sec):
 
 
 @pytest.mark.parametrize("made", ["CREATE SEQUENCE shared.idgen_portable_snowflake_state MINVALUE 0 START 0",
+                                  "CREATE SEQUENCE shared.idgen_portable_snowflake_seqlock MINVALUE 0 START 0",
+                                  "CREATE TABLE shared.idgen_portable_snowflake_jump_lock ()",
                                   "CREATE TABLE shared.idgen_portable_snowflake_lock ()"],
-                         ids=["state sequence", "lock table"])
+                         ids=["state sequence", "seqlock", "lock table", "previous lock table"])
 def test_it_refuses_state_made_by_another_role(cluster_factory, made):
     c = cluster_factory("squat", preload=False, worker_id=None)
     c.q("CREATE ROLE installer LOGIN", "CREATE ROLE intruder LOGIN", "CREATE SCHEMA shared",
@@ -270,9 +281,9 @@ def test_it_refuses_state_made_by_another_role(cluster_factory, made):
     assert "HINT:  Install as its owner" in done.stderr, done.stderr
     # nothing was installed, the intruder's object is as it was
     assert c.one("SELECT count(*) FROM pg_proc WHERE pronamespace = 'shared'::regnamespace") == 0
+    name = made.split("shared.")[1].split()[0]
     assert c.q("SELECT relname, relowner::regrole::text FROM pg_class"
-               " WHERE relnamespace = 'shared'::regnamespace") in (
-        [("idgen_portable_snowflake_state", "intruder")], [("idgen_portable_snowflake_lock", "intruder")])
+               " WHERE relnamespace = 'shared'::regnamespace") == [(name, "intruder")]
 
 
 # ---- item 4: a caller's search path cannot change the deterministic functions --------------------

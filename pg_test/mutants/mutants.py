@@ -231,6 +231,15 @@ MUTANTS = [
          "pg_test/test_portable_security.py::"
          "test_every_security_definer_function_pins_a_search_path_that_ends_with_pg_temp"),
     ),
+    Mutant(
+        "portable-clock-wait-skipped",
+        "the portable snowflake_next() issues no id from a tick the clock has not reached: past a "
+        "tick's cap, and after a step back, it waits for the clock",
+        "sql/portable/idgen_portable.sql",
+        "    EXIT WHEN NOT refused AND t OPERATOR(pg_catalog.<=) now_t;",
+        "    EXIT WHEN NOT refused;",
+        ("pg_test/test_portable.py::test_many_writers_clock_steps_and_a_burst_past_the_cap_never_repeat_an_id",),
+    ),
 ]
 
 

@@ -6,9 +6,10 @@
 -- Run it as a superuser (CREATE EXTENSION idgen needs one) on a server where idgen is installed
 -- and preloaded, with idgen.worker_id set and the same idgen.epoch as the portable edition was
 -- installed with. It
---   1. takes the portable snowflake_next()'s lock (idgen_portable_snowflake_lock, SHARE UPDATE
---      EXCLUSIVE) for its whole transaction: from then on no portable id is issued (callers wait,
---      and get an error once the switch commits; their next call is the extension's);
+--   1. takes the portable snowflake_next()'s lock (idgen_portable_snowflake_jump_lock, SHARE
+--      UPDATE EXCLUSIVE) for its whole transaction and leaves its seqlock odd, which sends every
+--      call to that lock: from then on no portable id is issued (callers wait, and get an error
+--      once the switch commits; their next call is the extension's);
 --   2. waits until the clock passes the last millisecond the portable snowflake_next() used
 --      (at most 10 s, writers waiting meanwhile; it fails and changes nothing if the clock is
 --      further behind), so that no id the portable edition issued is issued again;
@@ -117,9 +118,17 @@ BEGIN
               ORDER BY 1 LOOP
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
   END LOOP;
-  -- No portable id from here on: the portable snowflake_next() takes this lock for each id
-  -- (an older idgen_portable.sql, without the lock table, took this advisory lock instead).
-  IF to_regclass(quote_ident(s) || '.idgen_portable_snowflake_lock') IS NOT NULL THEN
+  -- No portable id from here on. The portable snowflake_next() takes no lock on its fast path,
+  -- but only while its seqlock is even: with the jump lock held and the seqlock odd, every call
+  -- waits for the lock (a call that read the seqlock even before drew its value before, so the
+  -- state read below covers it). An idgen_portable.sql of before the seqlock took
+  -- idgen_portable_snowflake_lock for each id, and an older one this advisory lock.
+  IF to_regclass(quote_ident(s) || '.idgen_portable_snowflake_jump_lock') IS NOT NULL THEN
+    EXECUTE format('LOCK TABLE %I.idgen_portable_snowflake_jump_lock IN SHARE UPDATE EXCLUSIVE MODE', s);
+    PERFORM setval(seqlock, pg_sequence_last_value(seqlock) + 1)
+       FROM to_regclass(quote_ident(s) || '.idgen_portable_snowflake_seqlock') seqlock
+      WHERE pg_sequence_last_value(seqlock) % 2 = 0;
+  ELSIF to_regclass(quote_ident(s) || '.idgen_portable_snowflake_lock') IS NOT NULL THEN
     EXECUTE format('LOCK TABLE %I.idgen_portable_snowflake_lock IN SHARE UPDATE EXCLUSIVE MODE', s);
   ELSE
     PERFORM pg_advisory_xact_lock(1768187749,
@@ -147,6 +156,7 @@ COMMENT ON SCHEMA idgen_portable_retired IS
 DO $retire$
 DECLARE
   f regprocedure;
+  lock_table text;
 BEGIN
   FOR f IN SELECT p.oid FROM pg_proc p
             WHERE p.pronamespace = current_schema()::regnamespace
@@ -162,17 +172,18 @@ BEGIN
   -- waits only for a session that holds a lock on the table without calling snowflake_next():
   -- 10 s at most, then it fails and changes nothing. (The state sequence moves after the
   -- commit: writers that wait for this transaction may hold a lock on it.)
-  IF to_regclass(quote_ident(current_schema()) || '.idgen_portable_snowflake_lock') IS NOT NULL THEN
+  FOR lock_table IN SELECT t FROM unnest(ARRAY['idgen_portable_snowflake_jump_lock', 'idgen_portable_snowflake_lock']) t
+                     WHERE to_regclass(quote_ident(current_schema()) || '.' || t) IS NOT NULL LOOP
     BEGIN
       PERFORM set_config('lock_timeout', '10s', true);
-      EXECUTE format('ALTER TABLE %I.idgen_portable_snowflake_lock SET SCHEMA idgen_portable_retired', current_schema());
+      EXECUTE format('ALTER TABLE %I.%I SET SCHEMA idgen_portable_retired', current_schema(), lock_table);
       PERFORM set_config('lock_timeout', '0', true);
     EXCEPTION WHEN lock_not_available THEN
-      RAISE EXCEPTION 'another session holds a lock on %.idgen_portable_snowflake_lock', quote_ident(current_schema())
+      RAISE EXCEPTION 'another session holds a lock on %.%', quote_ident(current_schema()), lock_table
         USING ERRCODE = 'lock_not_available',
               HINT = 'Find it in pg_locks, end it, and run this again; nothing was changed.';
     END;
-  END IF;
+  END LOOP;
   -- The retired generator issues no more ids (the extension's has the worker id now).
   CREATE OR REPLACE FUNCTION idgen_portable_retired.snowflake_next() RETURNS bigint
   LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS $fn$
@@ -249,7 +260,7 @@ $repoint$;
 
 COMMIT;
 
--- After the commit: the portable edition's state sequence follows its functions into
+-- After the commit: the portable edition's state sequence (and its seqlock) follows its functions into
 -- idgen_portable_retired, or is dropped if that schema was. A transaction still open that drew
 -- a portable id holds a lock on it: then it stays where it is (a NOTICE says so), unused, to
 -- move or drop later.
@@ -263,7 +274,7 @@ BEGIN
   FOR obj IN SELECT c.oid::regclass AS rel, CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind
                FROM pg_class c
               WHERE c.relnamespace = s::regnamespace
-                AND c.relname = 'idgen_portable_snowflake_state' LOOP
+                AND c.relname IN ('idgen_portable_snowflake_state', 'idgen_portable_snowflake_seqlock') LOOP
     BEGIN
       IF retired THEN
         EXECUTE format('ALTER %s %s SET SCHEMA idgen_portable_retired', obj.kind, obj.rel);
