@@ -8,7 +8,8 @@ prints one JSON line: the keys it read back and the DDL's defaults."""
 import json
 import sys
 
-from sqlalchemy import DDL, BigInteger, Text, Uuid, create_engine, event, insert, select, text
+# docs/clients.md: sqlalchemy
+from sqlalchemy import DDL, BigInteger, Text, Uuid, create_engine, event, insert, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 
@@ -31,17 +32,19 @@ class Order(Base):
 
 def main(url):
     engine = create_engine(url)
-    Base.metadata.create_all(engine)
+    Base.metadata.create_all(engine)  # CREATE EXTENSION IF NOT EXISTS idgen, CREATE TABLE orders
     with Session(engine) as session:
         order = Order(customer="ada")
         session.add(order)
-        session.flush()  # INSERT ... RETURNING orders.id, orders.ref
+        session.flush()  # INSERT ... RETURNING orders.id, orders.ref: order.id is the key
         first = order.id
         session.commit()
     with engine.begin() as conn:
-        many = conn.execute(insert(Order).returning(Order.id),
-                            [{"customer": f"c{i}"} for i in range(1000)]).scalars().all()
-        stored = conn.execute(select(Order.id).order_by(Order.id)).scalars().all()
+        rows = [{"customer": f"c{i}"} for i in range(1000)]
+        many = conn.execute(insert(Order).returning(Order.id), rows).scalars().all()  # every key
+    # end docs/clients.md
+    with engine.begin() as conn:
+        stored = conn.execute(text("SELECT id FROM orders ORDER BY id")).scalars().all()
         defaults = dict(conn.execute(text(
             "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a"
             " ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'orders'::regclass")).all())

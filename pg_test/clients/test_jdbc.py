@@ -5,7 +5,7 @@ import os
 import subprocess
 
 import pytest
-from shop import shop_server
+from shop import made_the_extension, shop_server
 
 JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jdbc")
 DRIVER = "/usr/share/java/postgresql.jar"  # Debian's libpostgresql-jdbc-java
@@ -26,6 +26,7 @@ def test_jdbc_reads_back_the_keys_of_one_insert_and_of_a_batch(server, tmp_path)
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads(done.stdout)
+    assert made_the_extension(server), "CREATE EXTENSION IF NOT EXISTS idgen before the table"
     ids = out["one"] + out["batch"]
     assert len(ids) == 1001 and ids == sorted(ids) and len(set(ids)) == 1001
     assert all((i >> 12) & 1023 == WORKER for i in ids)

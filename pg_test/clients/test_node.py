@@ -6,7 +6,7 @@ import os
 import subprocess
 
 import pytest
-from shop import shop_server
+from shop import made_the_extension, shop_server
 
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 WORKER = 9
@@ -23,6 +23,7 @@ def test_node_postgres_and_knex_read_back_the_keys_as_strings_and_json_numbers_r
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads(done.stdout)
+    assert made_the_extension(server), "knex.raw('CREATE EXTENSION IF NOT EXISTS idgen') before the table"
     # node-postgres gives a bigint as a string, through Knex too: nothing is rounded
     assert out["knex_one"]["type"] == "string" and out["pg_direct_type"] == "string"
     ids = [int(i) for i in out["stored"]]

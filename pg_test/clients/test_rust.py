@@ -5,7 +5,7 @@ import os
 import subprocess
 
 import pytest
-from shop import shop_server
+from shop import made_the_extension, shop_server
 
 BINARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rust", "target", "release", "idgen-client-rust")
 WORKER = 17
@@ -22,6 +22,7 @@ def test_the_postgres_crate_reads_back_the_keys_as_i64(server):
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads(done.stdout)
+    assert made_the_extension(server), "CREATE EXTENSION IF NOT EXISTS idgen before the table"
     ids = [out["one"], *out["many"]]
     assert len(set(ids)) == 1001 and ids == sorted(ids)
     assert all((i >> 12) & 1023 == WORKER for i in ids)

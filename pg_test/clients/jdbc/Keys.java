@@ -1,5 +1,5 @@
-// JDBC and idgen (docs/clients.md): the table with DEFAULT snowflake_next() and uuid_v7(), rows
-// inserted one by one and in a batch, the keys the database made read back with
+// JDBC and idgen (docs/clients.md): the extension, the table with DEFAULT snowflake_next() and
+// uuid_v7(), rows inserted one by one and in a batch, the keys the database made read back with
 // getGeneratedKeys(). Prints one JSON line. Debian's driver (libpostgresql-jdbc-java).
 //   java -cp .:/usr/share/java/postgresql.jar Keys <port> <database>
 import java.sql.Connection;
@@ -14,23 +14,26 @@ public class Keys {
     public static void main(String[] args) throws Exception {
         String url = "jdbc:postgresql://127.0.0.1:" + args[0] + "/" + args[1] + "?user=postgres";
         try (Connection conn = DriverManager.getConnection(url)) {
+            // docs/clients.md: jdbc
             try (Statement s = conn.createStatement()) {
+                s.execute("CREATE EXTENSION IF NOT EXISTS idgen");  // the functions the DEFAULTs call
                 s.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(),"
                         + " ref uuid NOT NULL DEFAULT uuid_v7(), customer text NOT NULL)");
             }
-            // Name the generated columns: the driver adds RETURNING id, ref
             String insert = "INSERT INTO orders (customer) VALUES (?)";
-            List<Long> one = new ArrayList<>();
+            // one row: name the generated columns, and the driver adds RETURNING id, ref
+            long id;
             String ref;
             try (PreparedStatement ps = conn.prepareStatement(insert, new String[] {"id", "ref"})) {
                 ps.setString(1, "ada");
                 ps.executeUpdate();
                 try (ResultSet keys = ps.getGeneratedKeys()) {
                     keys.next();
-                    one.add(keys.getLong("id"));
+                    id = keys.getLong("id");
                     ref = keys.getObject("ref").toString();
                 }
             }
+            // a batch: every row's key
             List<Long> batch = new ArrayList<>();
             try (PreparedStatement ps = conn.prepareStatement(insert, new String[] {"id"})) {
                 for (int i = 0; i < 1000; i++) {
@@ -44,7 +47,8 @@ public class Keys {
                     }
                 }
             }
-            System.out.println("{\"one\": " + one + ", \"ref\": \"" + ref + "\", \"batch\": " + batch
+            // end docs/clients.md
+            System.out.println("{\"one\": [" + id + "], \"ref\": \"" + ref + "\", \"batch\": " + batch
                     + ", \"driver\": \"" + conn.getMetaData().getDriverVersion() + "\"}");
         }
     }

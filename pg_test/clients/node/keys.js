@@ -1,24 +1,26 @@
-// node-postgres and Knex against idgen (docs/clients.md): the table made by Knex's schema
-// builder with DEFAULT snowflake_next(), rows inserted through Knex and through node-postgres,
-// the keys read back, and what a browser's JSON does to them. Prints one JSON line, every id
-// as a string.
+// node-postgres and Knex against idgen (docs/clients.md): the extension made with knex.raw, the
+// table by Knex's schema builder with DEFAULT snowflake_next(), rows inserted through Knex and
+// through node-postgres, the keys read back, and what a browser's JSON does to them. Prints one
+// JSON line, every id as a string.
 //   node keys.js <socket dir> <port> <database>
 'use strict';
 const { Client } = require('pg');
-const knexFactory = require('knex');
 
 async function main([host, port, database]) {
   const connection = { host, port: Number(port), database, user: 'postgres' };
-  const knex = knexFactory({ client: 'pg', connection });
+  // docs/clients.md: knex
+  const knex = require('knex')({ client: 'pg', connection });
+  // the functions the DEFAULT calls, before the table
+  await knex.raw('CREATE EXTENSION IF NOT EXISTS idgen');
   await knex.schema.createTable('orders', (t) => {
     t.bigInteger('id').primary().defaultTo(knex.raw('snowflake_next()'));
     t.text('customer').notNullable();
   });
-  // Knex: insert ... returning; node-postgres hands a bigint over as a string
-  const [one] = await knex('orders').insert({ customer: 'ada' }).returning('id');
-  const many = await knex('orders')
-    .insert(Array.from({ length: 1000 }, (_, i) => ({ customer: `c${i}` })))
-    .returning('id');
+  // insert ... returning: node-postgres hands a bigint over as a string, and Knex passes it on
+  const [one] = await knex('orders').insert({ customer: 'ada' }).returning('id');  // one.id: a string
+  const rows = Array.from({ length: 1000 }, (_, i) => ({ customer: `c${i}` }));
+  const many = await knex('orders').insert(rows).returning('id');  // every key
+  // end docs/clients.md
   await knex.destroy();
 
   // node-postgres on its own

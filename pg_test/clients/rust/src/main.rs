@@ -1,6 +1,6 @@
-//! The `postgres` crate (sync rust-postgres) and idgen (docs/clients.md): the table with
-//! DEFAULT snowflake_next(), rows inserted with RETURNING, the keys read back as i64. Prints
-//! one JSON line.
+//! The `postgres` crate (sync rust-postgres) and idgen (docs/clients.md): the extension, the
+//! table with DEFAULT snowflake_next(), rows inserted with RETURNING, the keys read back as i64.
+//! Prints one JSON line.
 //!   idgen-client-rust <socket dir> <port> <database>
 use postgres::{Client, NoTls};
 
@@ -12,8 +12,11 @@ fn main() -> Result<(), postgres::Error> {
         .dbname(&args[3])
         .user("postgres")
         .connect(NoTls)?;
+    // docs/clients.md: rust
+    // the extension (the functions the DEFAULT calls), then the table
     client.batch_execute(
-        "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), customer text NOT NULL)",
+        "CREATE EXTENSION IF NOT EXISTS idgen;
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), customer text NOT NULL)",
     )?;
     let one: i64 = client
         .query_one(
@@ -29,6 +32,7 @@ fn main() -> Result<(), postgres::Error> {
         .iter()
         .map(|row| row.get(0))
         .collect();
+    // end docs/clients.md
     let many: Vec<String> = many.iter().map(i64::to_string).collect();
     println!("{{\"one\": {one}, \"many\": [{}]}}", many.join(", "));
     Ok(())

@@ -1,3 +1,4 @@
+# docs/clients.md: django-0001
 from django.contrib.postgres.operations import CreateExtension
 from django.db import migrations, models
 
@@ -17,7 +18,7 @@ class Migration(migrations.Migration):
             ],
         ),
         migrations.CreateModel(
-            name="Note",
+            name="Note",  # a plain db_default key: save() reads it back, bulk_create() does not
             fields=[
                 ("id", models.BigIntegerField(primary_key=True, serialize=False,
                                               db_default=shop.models.SnowflakeNext())),
@@ -25,3 +26,4 @@ class Migration(migrations.Migration):
             ],
         ),
     ]
+# end docs/clients.md
