@@ -594,16 +594,23 @@ $fn$;
 -- a jump is under way and two more at its end. The fast path reads it before and after its
 -- nextval and keeps c only if both reads are equal and even, else it takes the locked path.
 -- Why that suffices: every operation on a sequence holds its page's buffer lock, so all of
--- them are ordered, each backend's in program order. A nextval between a jumper's nextval and
--- setval comes after the jumper's first setval of the seqlock and before its last: a read
--- after it sees an odd value or the new even one, and a read before it the old even one or an
--- odd one, never the same even value twice. So every c that is used was drawn while no jump
+-- them are ordered, each backend's in program order. A jumper sets the seqlock odd before its
+-- own nextval, so a nextval between the jumper's nextval and its setval comes after the
+-- jumper's first setval of the seqlock and before its last: a read after it sees an odd value
+-- or the new even one, and a read before it the old even one or an odd one, never the same even
+-- value twice. (A value drawn before the jumper's nextval is below it, and the jump moves the
+-- state above the jumper's value.) So every c that is used was drawn while no jump
 -- was between its nextval and setval, and the state never goes below a value that is used:
 -- ids are unique and, call by call, in the order the calls took effect (a call that returned
 -- before another began has the smaller id), in every backend and across them. The seqlock only
 -- increases, so an even value is never seen twice. A jump cut short (an error, a cancel, a
 -- crash) leaves it odd: every call then takes the locked path, and the next one there makes it
 -- even again (two more), slower until then, never wrong.
+-- A value drawn outside any jump is safe to use whatever the clock says; the jump only keeps
+-- ids' times near the clock. So a call whose value is one tick behind the clock tries the lock
+-- without waiting (NOWAIT), and if another call holds it (jumping), uses its value, one tick
+-- old, instead of queueing: at each tick one writer jumps and the others go on, where they all
+-- waited in turn for the lock (16 writers on 2 cores made half of 8 writers' ids).
 --
 -- The lock is SHARE UPDATE EXCLUSIVE on idgen_portable_snowflake_jump_lock, an empty table of
 -- the installer's on which no other role has any privilege: it conflicts with itself, so jumps
@@ -786,6 +793,7 @@ DECLARE
   t bigint;            -- c's tick
   refused boolean := false;
   behind_ms bigint;
+  stale bigint;        -- a value drawn outside any jump, one tick behind the clock
 BEGIN
   -- the fast path: no lock
   g := pg_catalog.pg_sequence_last_value(%12$s::pg_catalog.oid::pg_catalog.regclass);
@@ -795,17 +803,29 @@ BEGIN
                OPERATOR(pg_catalog./) 1000) OPERATOR(pg_catalog.-) %2$s;
     now_t := now_ms OPERATOR(pg_catalog./) %6$s;
     t := c OPERATOR(pg_catalog.>>) %5$s;
-    IF t OPERATOR(pg_catalog.<) now_t OR t OPERATOR(pg_catalog.>) (now_t OPERATOR(pg_catalog.+) 1)
-       OR pg_catalog.pg_sequence_last_value(%12$s::pg_catalog.oid::pg_catalog.regclass) OPERATOR(pg_catalog.<>) g THEN
-      -- behind the clock (a jump is due), ahead of it by more than a carry (it stepped back),
-      -- or drawn while a jump was under way: not used
+    IF pg_catalog.pg_sequence_last_value(%12$s::pg_catalog.oid::pg_catalog.regclass) OPERATOR(pg_catalog.<>) g
+       OR t OPERATOR(pg_catalog.>) (now_t OPERATOR(pg_catalog.+) 1) THEN
+      -- drawn while a jump was under way, or ahead of the clock by more than a carry (it
+      -- stepped back): not used
+      c := NULL;
+    ELSIF t OPERATOR(pg_catalog.<) now_t THEN
+      -- behind the clock: a jump is due. Drawn outside any jump, the value is safe to use (the
+      -- state never goes back below it); one tick behind, it is used if another call is
+      -- jumping at this moment, rather than waiting for that call
+      IF t OPERATOR(pg_catalog.>=) (now_t OPERATOR(pg_catalog.-) 1) THEN
+        stale := c;
+      END IF;
       c := NULL;
     END IF;
   END IF;
   IF c IS NULL THEN
     -- the locked path: the jump to the clock, and every call while the seqlock is odd
     BEGIN
-      LOCK TABLE %4$I.idgen_portable_snowflake_jump_lock IN SHARE UPDATE EXCLUSIVE MODE;
+      IF stale IS NULL THEN
+        LOCK TABLE %4$I.idgen_portable_snowflake_jump_lock IN SHARE UPDATE EXCLUSIVE MODE;
+      ELSE
+        LOCK TABLE %4$I.idgen_portable_snowflake_jump_lock IN SHARE UPDATE EXCLUSIVE MODE NOWAIT;
+      END IF;
       g := pg_catalog.pg_sequence_last_value(%12$s::pg_catalog.oid::pg_catalog.regclass);
       now_ms := (pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::bigint
                  OPERATOR(pg_catalog./) 1000) OPERATOR(pg_catalog.-) %2$s;
@@ -825,18 +845,31 @@ BEGIN
           g := g OPERATOR(pg_catalog.+) 1;  -- left odd (a jump cut short, or the clock far behind): even again
           PERFORM pg_catalog.setval(%12$s::pg_catalog.oid::pg_catalog.regclass, g);
         END IF;
-        c := pg_catalog.nextval(%1$s::pg_catalog.oid::pg_catalog.regclass);
-        IF (c OPERATOR(pg_catalog.>>) %5$s) OPERATOR(pg_catalog.<) now_t AND now_ms OPERATOR(pg_catalog.>=) 0 THEN
-          -- the jump: the seqlock odd, the state to the clock's tick, the seqlock even
+        IF c IS NULL OR (c OPERATOR(pg_catalog.>>) %5$s) OPERATOR(pg_catalog.<) now_t THEN
+          -- the jump: the seqlock odd BEFORE this call draws, so that every value drawn from
+          -- here to the jump's end is drawn during it (the fast path discards it); then the
+          -- state to the clock's tick if it is still behind, and the seqlock even
           PERFORM pg_catalog.setval(%12$s::pg_catalog.oid::pg_catalog.regclass, g OPERATOR(pg_catalog.+) 1);
-          c := now_t OPERATOR(pg_catalog.<<) %5$s;
-          PERFORM pg_catalog.setval(%1$s::pg_catalog.oid::pg_catalog.regclass, c);
+          c := pg_catalog.nextval(%1$s::pg_catalog.oid::pg_catalog.regclass);
+          IF (c OPERATOR(pg_catalog.>>) %5$s) OPERATOR(pg_catalog.<) now_t AND now_ms OPERATOR(pg_catalog.>=) 0 THEN
+            c := now_t OPERATOR(pg_catalog.<<) %5$s;
+            PERFORM pg_catalog.setval(%1$s::pg_catalog.oid::pg_catalog.regclass, c);
+          END IF;
           PERFORM pg_catalog.setval(%12$s::pg_catalog.oid::pg_catalog.regclass, g OPERATOR(pg_catalog.+) 2);
+        ELSE
+          -- not behind: a value drawn here needs no jump, so no setval follows it
+          c := pg_catalog.nextval(%1$s::pg_catalog.oid::pg_catalog.regclass);
         END IF;
       END IF;
       RAISE SQLSTATE 'IDGUL';  -- rolls this block back, which releases the lock
-    EXCEPTION WHEN SQLSTATE 'IDGUL' THEN
-      NULL;
+    EXCEPTION
+      WHEN SQLSTATE 'IDGUL' THEN
+        NULL;
+      WHEN lock_not_available THEN
+        IF stale IS NULL THEN
+          RAISE;  -- the caller's lock_timeout, on the waiting LOCK
+        END IF;
+        c := stale;  -- another call is jumping: the value drawn before, one tick behind
     END;
   END IF;
   -- c's tick ahead of the clock: wait for the clock, as the extension does
