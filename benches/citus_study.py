@@ -52,22 +52,6 @@ def script_text(batch, tenants=TENANTS):
     return f"{sets}INSERT INTO citus_study (tenant, payload) VALUES {rows};\n"
 
 
-class Factory:
-    def __init__(self, base):
-        self.base, self.made = base, []
-
-    def __call__(self, name, *, start=True, **kwargs):
-        c = cluster.Cluster(os.path.join(self.base, name), **kwargs).init()
-        self.made.append(c)
-        if start:
-            c.start()
-        return c
-
-    def close(self):
-        for c in self.made:
-            c.cleanup()
-
-
 def create_table(coord, strategy, distribution, shards):
     key_type, _ = STRATEGIES[strategy]
     pk = "PRIMARY KEY (id)" if distribution == "key" else "PRIMARY KEY (tenant, id)"
@@ -171,7 +155,7 @@ def main(argv=None):
     clients = [int(c) for c in args.clients.split(",")]
     strategies = args.strategies.split(",")
     base = tempfile.mkdtemp(prefix="idgen-citus-study-")
-    factory = Factory(base)
+    factory = cluster.Factory(base)
     results = []
     try:
         cc = CitusCluster(factory, "study", conf=["shared_buffers = '256MB'", "synchronous_commit = off",

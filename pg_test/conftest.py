@@ -78,37 +78,16 @@ def pg_major():
     return cluster.server_major()
 
 
-class Factory:
-    """Makes clusters under one directory and stops every one of them at the end."""
-
-    def __init__(self, base):
-        self.base = base
-        self.made = []
-
-    def __call__(self, name="node", *, start=True, fake_clock=False, **kwargs):
-        c = cluster.Cluster(os.path.join(self.base, name), **kwargs).init()
-        self.made.append(c)
-        if fake_clock:
-            c.with_fake_clock()
-        if start:
-            c.start()
-        return c
-
-    def close(self):
-        for c in self.made:
-            c.cleanup()
-
-
 @pytest.fixture
 def cluster_factory(tmp_path):
-    f = Factory(str(tmp_path))
+    f = cluster.Factory(str(tmp_path))
     yield f
     f.close()
 
 
 @pytest.fixture(scope="module")
 def module_factory(tmp_path_factory, request):
-    f = Factory(str(tmp_path_factory.mktemp(request.module.__name__)))
+    f = cluster.Factory(str(tmp_path_factory.mktemp(request.module.__name__)))
     yield f
     f.close()
 

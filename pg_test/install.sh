@@ -80,18 +80,24 @@ ensure_wheel() {
   rm -rf "$tmp"
 }
 
-ensure_deps() {
-  [ "$(id -u)" = 0 ] || die "run as root (it installs packages and runs Postgres as the postgres user)"
-  case "$PG" in 15|16|17|18) ;; *) die "PG=$PG $WRONG_VERSION" ;; esac
-  local missing=()
-  for p in "${APT_PACKAGES[@]}"; do
+# install_missing_packages WHY PACKAGE...: the Debian packages among those that are not installed,
+# with one apt-get; WHY is added to the log line.
+install_missing_packages() {
+  local why=$1 missing=() p; shift
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
+    log "installing ${missing[*]}$why"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
+}
+
+ensure_deps() {
+  [ "$(id -u)" = 0 ] || die "run as root (it installs packages and runs Postgres as the postgres user)"
+  case "$PG" in 15|16|17|18) ;; *) die "PG=$PG $WRONG_VERSION" ;; esac
+  install_missing_packages "" "${APT_PACKAGES[@]}"
   if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
     log "installing cargo-pgrx $PGRX_VERSION (about 5 minutes)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
@@ -287,15 +293,7 @@ ensure_citus() {
       log "no Citus $version here (no citus-$version.tar.gz in \$IDGEN_CITUS_SOURCES or ../shared/vendor/citus): the Citus tests will skip"
       return 0
     fi
-    local missing=() p
-    for p in "${CITUS_APT_PACKAGES[@]}"; do
-      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-      log "installing ${missing[*]} (to build Citus)"
-      apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
+    install_missing_packages " (to build Citus)" "${CITUS_APT_PACKAGES[@]}"
     log "building Citus $version for $("$PG_CONFIG" --version), once for this machine (a few minutes)"
     local work="$CITUS_CACHE/.build-$key"
     rm -rf "$work" && mkdir -p "$work"

@@ -403,6 +403,27 @@ class Cluster:
         return done.returncode == 0, output
 
 
+class Factory:
+    """Makes clusters under one directory and stops every one of them at the end."""
+
+    def __init__(self, base):
+        self.base = base
+        self.made = []
+
+    def __call__(self, name="node", *, start=True, fake_clock=False, **kwargs):
+        c = Cluster(os.path.join(self.base, name), **kwargs).init()
+        self.made.append(c)
+        if fake_clock:
+            c.with_fake_clock()
+        if start:
+            c.start()
+        return c
+
+    def close(self):
+        for c in self.made:
+            c.cleanup()
+
+
 def wait_for_replay(primary, standby, timeout=60):
     """Waits until standby has replayed everything primary has flushed so far."""
     lsn = primary.one("SELECT pg_current_wal_flush_lsn()")
