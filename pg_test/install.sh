@@ -342,6 +342,28 @@ py() {
   as_postgres env PG_BIN="$PG_BIN" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" "$@"
 }
 
+# py_out SCRIPT ARGS...: py SCRIPT ARGS, with --out DIR (a folder the postgres user may not be
+# able to write) given to the script as a scratch folder whose files are copied to DIR at the end;
+# exits with the script's status.
+py_out() {
+  local script=$1 args out="" scratch="" i rc; shift
+  args=("$@")
+  for i in "${!args[@]}"; do
+    if [ "${args[$i]}" = "--out" ] && [ $((i + 1)) -lt ${#args[@]} ]; then
+      out=${args[$((i + 1))]}
+      scratch=$(mktemp -d /tmp/idgen-out.XXXXXX); chown postgres "$scratch"
+      args[$((i + 1))]=$scratch
+    fi
+  done
+  set +e
+  py "$script" "${args[@]}"
+  rc=$?
+  if [ -n "$out" ]; then
+    mkdir -p "$out" && cp "$scratch"/* "$out"/ 2>/dev/null; rm -rf "$scratch"
+  fi
+  exit $rc
+}
+
 # The releases the upgrade test starts from (pg_test/test_upgrade.py), by the commit each was
 # made from: its tag may be missing from a clone, its commit is not.
 declare -A RELEASE_COMMIT=([0.1.0]=edf48b1f8700028e93cc440727e0d72ad953399f
