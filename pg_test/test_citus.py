@@ -243,6 +243,44 @@ def test_keyset_pagination_over_a_distributed_table_returns_every_row_once_in_ke
     assert "Task Count: 1" in plan, plan
 
 
+def test_ids_made_on_different_nodes_sort_in_the_order_they_were_made_where_citus_bigserial_sorts_by_node(citus):
+    """Citus's own answer for a bigserial made on a worker: each node's copy of the sequence
+    counts in a range of its own, its group id shifted 48 bits up (int and smallint sequences
+    cannot be used on a worker at all). Unique, but a key's order is then its node's order: rows
+    made on the second worker sort after every row of the first, whenever they were made. Made
+    in turns on the coordinator and the two workers, snowflake ids sort in the order the turns
+    ran."""
+    coord, w1, w2 = citus.nodes
+    coord.q("CREATE TABLE turns (seq bigserial, id bigint NOT NULL DEFAULT snowflake_next(),"
+            " tenant int NOT NULL, turn int NOT NULL)",
+            "SELECT create_distributed_table('turns', 'tenant')",
+            "CREATE TABLE small (id serial, tenant int NOT NULL)",
+            "SELECT create_distributed_table('small', 'tenant')")
+    order = [coord, w1, w2, w1, w2, coord, w2, w1]
+    for turn, node in enumerate(order):
+        node.q(f"INSERT INTO turns (tenant, turn) SELECT g % 20, {turn} FROM generate_series(1, 200) g")
+        time.sleep(0.005)  # the next turn begins in a later millisecond
+    rows = coord.q("SELECT seq, id, turn FROM turns")
+    assert len(rows) == 200 * len(order)
+    assert distinct([r[0] for r in rows]) and distinct([r[1] for r in rows])
+    by_id = [turn for _, _, turn in sorted(rows, key=lambda r: r[1])]
+    assert by_id == sorted(by_id), "snowflake ids made in turns on three nodes do not sort in turn order"
+    group = {n.port: n.one("SELECT groupid FROM pg_dist_local_group") for n in citus.nodes}
+    assert group[coord.port] == 0 and sorted(group.values()) == [0, 1, 2]
+    for seq, _, turn in rows:
+        assert seq >> 48 == group[order[turn].port], (seq, turn)
+    by_seq = [turn for _, _, turn in sorted(rows, key=lambda r: r[0])]
+    first, second = sorted((w1, w2), key=lambda n: group[n.port])
+    runs = [t for i, t in enumerate(by_seq) if i == 0 or by_seq[i - 1] != t]
+    assert runs == [t for node in (coord, first, second) for t, n in enumerate(order) if n is node], runs
+    # Citus refuses it with an internal error (XX000), not a SQLSTATE a client could act on.
+    e = w1.error("INSERT INTO small (tenant) VALUES (1)")
+    assert e.pgcode == "XX000", e
+    assert e.diag.message_primary == ("nextval(sequence) calls in worker nodes are not supported for column"
+                                      " defaults of type int or smallint"), e
+    assert coord.one("INSERT INTO small (tenant) VALUES (1) RETURNING id") == 1
+
+
 # ---- a copied worker id --------------------------------------------------------------------------
 
 def pushed_down_rounds(coord, table, rounds):
