@@ -66,3 +66,32 @@ def test_the_readmes_speed_sentence_is_what_15s_run_measured():
                      r"\(([\d.]+) of the whole query", readme)
     assert said, "the README's speed sentence is gone or reworded: update this test with it"
     assert said.groups() == (m["cap"], m["net"], m["whole"]), (said.groups(), m)
+
+
+CITUS_KEYS = {"`bigserial`": "bigserial", "`snowflake_next()`": "snowflake", "`uuid_v7()`": "uuid_v7",
+              "`gen_random_uuid()`": "uuid_v4"}
+CITUS_DISTRIBUTIONS = {"the key": "key", "a tenant": "tenant"}
+CITUS_PATHS = {"the coordinator": ("coordinator", "1"), "both workers": ("workers", "1 per worker")}
+
+
+def test_citus_pages_study_table_is_what_15s_run_measured():
+    """docs/citus.md's study table: each row's splits, density, size and time order as
+    benches/results/pg15/citus.md holds them for one client, and every run of that file there."""
+    results = {}
+    for line in read("benches", "results", "pg15", "citus.md").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 11 and cells[0] in CITUS_KEYS.values():
+            results[tuple(cells[:4])] = cells
+    page = [[c.strip() for c in line.strip("|").split("|")] for line in read("docs", "citus.md").splitlines()
+            if line.startswith("| `")]
+    page = [cells for cells in page if len(cells) == 8 and cells[0] in CITUS_KEYS]
+    assert len(page) == 16, page
+    seen = set()
+    for key, distribution, path, splits, density, size, late, lag in page:
+        through, clients = CITUS_PATHS[path]
+        run = (CITUS_KEYS[key], CITUS_DISTRIBUTIONS[distribution], through, clients)
+        assert run in results, (run, sorted(results))
+        r = results[run]
+        assert [splits, density, size, late, lag] == [r[6], r[7].split(",")[0], f"{r[8]} KB", r[9], r[10]], (run, r)
+        seen.add(run)
+    assert seen == {k for k in results if k[3] in ("1", "1 per worker")}
