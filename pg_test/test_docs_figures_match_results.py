@@ -15,13 +15,16 @@ def read(*parts):
         return f.read()
 
 
+def table_rows(text):
+    """The cells of each Markdown table row in text, header and separator rows included."""
+    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+
+
 def generator_rows(text):
     """{generator: {column: cell}} from a results speed.md's main table."""
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
-    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    header, *lines = table_rows(text)
     rows = {}
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
+    for cells in lines:
         if len(cells) == len(header) and cells[0].startswith("`"):
             rows[cells[0]] = dict(zip(header, cells, strict=True))
     return rows
@@ -45,11 +48,9 @@ def measured(major):
 
 
 def test_speed_pages_table_is_what_each_versions_run_measured():
-    table = [line for line in read("docs", "speed.md").splitlines()
-             if re.match(r"\| 1[5-8]\.\d+, ", line)]
+    table = [cells for cells in table_rows(read("docs", "speed.md")) if re.match(r"1[5-8]\.\d+, ", cells[0])]
     assert len(table) == 4, table
-    for line in table:
-        cells = [c.strip() for c in line.strip("|").split("|")]
+    for cells in table:
         m = measured(cells[0].split(".")[0])
         assert cells[1] == f"{m['cap']} %", (cells[0], cells[1], m)
         assert cells[2] == f"**{m['net']}** ({m['whole']})", (cells[0], cells[2], m)
@@ -77,14 +78,9 @@ CITUS_PATHS = {"the coordinator": ("coordinator", "1"), "both workers": ("worker
 def test_citus_pages_study_table_is_what_15s_run_measured():
     """docs/citus.md's study table: each row's splits, density, size and time order as
     benches/results/pg15/citus.md holds them for one client, and every run of that file there."""
-    results = {}
-    for line in read("benches", "results", "pg15", "citus.md").splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 11 and cells[0] in CITUS_KEYS.values():
-            results[tuple(cells[:4])] = cells
-    page = [[c.strip() for c in line.strip("|").split("|")] for line in read("docs", "citus.md").splitlines()
-            if line.startswith("| `")]
-    page = [cells for cells in page if len(cells) == 8 and cells[0] in CITUS_KEYS]
+    results = {tuple(cells[:4]): cells for cells in table_rows(read("benches", "results", "pg15", "citus.md"))
+               if len(cells) == 11 and cells[0] in CITUS_KEYS.values()}
+    page = [cells for cells in table_rows(read("docs", "citus.md")) if len(cells) == 8 and cells[0] in CITUS_KEYS]
     assert len(page) == 16, page
     seen = set()
     for key, distribution, path, splits, density, size, late, lag in page:
