@@ -100,14 +100,16 @@ def run_pgbench(nodes, clients, rows, batch, script):
     return transactions * clients * batch * len(nodes), seconds
 
 
-def time_order(coord):
-    """How far the key's order strays from the order the rows were made in: for each row, how
-    much later than it the latest row with a smaller key was made (0 when none was made later). The share of
-    rows LATE_MS or more behind, and the largest lag in ms. Read on the coordinator from a local
-    copy (a window over the whole table is not one Citus pushes down)."""
+def keys_and_time_order(coord):
+    """The table's rows and distinct keys, and how far the key's order strays from the order the
+    rows were made in: for each row, how much later than it the latest row with a smaller key was
+    made (0 when none was made later); the share of rows LATE_MS or more behind, and the largest
+    lag in ms. Read on the coordinator from one local copy (a window over the whole table is not
+    one Citus pushes down)."""
     return coord.q("CREATE TEMP TABLE order_check AS SELECT id, made_at FROM citus_study",
-                   "SELECT 100.0 * count(*) FILTER (WHERE lag_ms >= %d) / count(*), greatest(max(lag_ms), 0) FROM ("
-                   " SELECT extract(epoch FROM max(made_at) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING"
+                   "SELECT count(*), count(DISTINCT id), 100.0 * count(*) FILTER (WHERE lag_ms >= %d) / count(*),"
+                   " greatest(max(lag_ms), 0) FROM ("
+                   " SELECT id, extract(epoch FROM max(made_at) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING"
                    " AND 1 PRECEDING) - made_at) * 1000 AS lag_ms FROM order_check) s" % LATE_MS)[0]
 
 
@@ -118,9 +120,8 @@ def measure(cc, strategy, distribution, path, clients, rows, batch, shards, scri
         w.q("CHECKPOINT")
     start = {w.port: w.one("SELECT pg_current_wal_insert_lsn()") for w in cc.workers}
     inserted, seconds = run_pgbench([coord] if path == "coordinator" else cc.workers, clients, rows, batch, script)
-    assert coord.one("SELECT count(*) FROM citus_study") == inserted
-    assert coord.one("SELECT count(DISTINCT id) FROM citus_study") == inserted
-    late_pct, max_lag_ms = time_order(coord)
+    stored, distinct, late_pct, max_lag_ms = keys_and_time_order(coord)
+    assert stored == distinct == inserted, (stored, distinct, inserted)
     per_shard = []
     for w in cc.workers:
         end = w.one("SELECT pg_current_wal_flush_lsn()")
