@@ -2,8 +2,9 @@
 (sql/registry/idgen_registry.sql), fail fast on a clash, take free ids with
 idgen.worker_id = auto, and resume a reused id after everything its last holder issued.
 
-Every server runs on loopback; leases are short (idgen.lease = 3s) so that ends come quickly;
-every wait has a deadline, and every load stops by itself.
+Every server runs on loopback; leases are short (idgen.lease = 3s) so that ends come quickly,
+with no grace (idgen.lease_grace = 0) unless a test gives one; every wait has a deadline, and
+every load stops by itself.
 """
 
 import os
@@ -24,6 +25,7 @@ SQL_RULES = "the registry's rules are plain SQL on its own server; the lease wor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
 LEASE = "3s"
+GRACE = "0"  # the lease's end is the fence, as the tests of reuse and cut-offs measure it
 SKEW = "500ms"
 NOT_IN_PREREQUISITE_STATE = "55000"
 NOW_MS = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"  # the registry's clock, Unix ms
@@ -75,7 +77,7 @@ def member(cluster_factory, name, reg, worker_id="auto", user=None, conf=(), sta
     if not reg.q(f"SELECT 1 FROM pg_roles WHERE rolname = '{user}'"):
         fleet_role(reg, user)
     c = cluster_factory(name, worker_id=worker_id, start=False, conf=[
-        f"idgen.registry = '{conninfo(reg, user)}'", f"idgen.lease = '{LEASE}'",
+        f"idgen.registry = '{conninfo(reg, user)}'", f"idgen.lease = '{LEASE}'", f"idgen.lease_grace = '{GRACE}'",
         f"idgen.max_clock_skew = '{SKEW}'", f"cluster_name = '{name}'", *conf], **kwargs)
     if start:
         c.start()
@@ -692,12 +694,12 @@ def _insert_until_killed(c):
 # ---- the registry stops -----------------------------------------------------------------------
 
 @pytest.mark.alone
-def test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_told_to_issue(cluster_factory,
-                                                                                               registry):
-    """The lease is the right to issue, for automatic and fixed ids alike: with the registry down,
-    each stops at the end of the lease it could not renew (3 s, renewed every second), and resumes
-    above its old ids once the registry answers again. Only a fixed id under
-    idgen.unverified_worker_id = issue carries on."""
+def test_a_stopped_registry_stops_every_server_given_no_grace_at_its_lease_end_but_a_fixed_one_told_to_issue(
+        cluster_factory, registry):
+    """The lease is the right to issue, for automatic and fixed ids alike: with the registry down
+    and no grace (idgen.lease_grace = 0), each stops at the end of the lease it could not renew
+    (3 s, renewed every second), and resumes above its old ids once the registry answers again.
+    Only a fixed id under idgen.unverified_worker_id = issue carries on."""
     auto = member(cluster_factory, "auto", registry)
     fixed = member(cluster_factory, "fixed", registry, worker_id=900)
     lenient = member(cluster_factory, "lenient", registry, worker_id=901, conf=["idgen.unverified_worker_id = issue"])
@@ -725,7 +727,7 @@ def test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_
     wait_until("a WARNING per failed renewal",
                lambda: "could not renew the lease of worker id 901 in the registry; this server carries on"
                in lenient.log())
-    assert "could not renew the lease of worker id 900 in the registry; ids stop at its end" in fixed.log()
+    assert "could not renew the lease of worker id 900 in the registry; ids go on until" in fixed.log()
     st = status(auto)
     assert st["registry_reachable"] is False and st["last_error"]
     registry.start()
@@ -733,6 +735,150 @@ def test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_
         after = first_ids(c, 100, timeout=20)
         assert min(after) > max(before[c.port])
         assert status(c)["registry_reachable"] is True
+
+
+def test_writes_go_on_through_a_registry_outage_longer_than_the_lease_and_no_id_is_made_twice(cluster_factory,
+                                                                                            registry):
+    """With a grace (idgen.lease_grace), a server that holds a lease issues on while the registry
+    cannot be reached, past its lease's end: two automatic servers and a fixed-id one, loaded, keep
+    issuing through a registry outage of four leases (3 s leases, a 20 s grace), not one statement
+    refused, no id made twice, and each renews when the registry is back. (docs/registry.md gives
+    a 10-minute outage, benches/registry_outage.py.)"""
+    grace = ["idgen.lease_grace = '20s'"]
+    servers = [member(cluster_factory, "a", registry, conf=grace), member(cluster_factory, "b", registry, conf=grace),
+               member(cluster_factory, "f", registry, worker_id=600, conf=grace)]
+    for c in servers:
+        assert first_ids(c, 10)
+    loads = [Load(c, batch=500, pause=0.02) for c in servers]
+    try:
+        time.sleep(1)
+        registry.stop()
+        at_stop = [len(load.ids) for load in loads]
+        time.sleep(12)
+        during = [len(load.ids) - n for load, n in zip(loads, at_stop, strict=True)]
+        registry.start()
+        for c in servers:
+            wait_until(f"{c.port} renewing again", lambda c=c: status(c)["registry_reachable"] is True, timeout=20)
+    finally:
+        for load in loads:
+            load.finish()
+    assert all(not load.refusals for load in loads), [load.refusals[:1] for load in loads]
+    assert all(n > 0 for n in during), f"ids issued during the outage, per server: {during}"
+    no_duplicates(*loads)
+    for load in loads:
+        assert load.ids == sorted(load.ids) and len({worker_of(i) for i in load.ids}) == 1
+    assert "ids go on until" in servers[2].log()
+    print(f"\nthrough a 12 s registry outage (3 s leases, 20 s grace): {during} ids issued, none refused")
+
+
+def test_a_server_cut_off_from_the_registry_issues_through_its_grace_and_its_id_goes_to_no_other_server(
+        cluster_factory, registry):
+    """A server cut off from a registry that others still reach (its role loses idgen_fleet, so
+    every renewal fails) issues on through its grace, and the registry keeps its id from an
+    automatic server waiting for the only id left, for the lease plus the grace: the waiting one
+    is refused throughout, and the cut-off one renews the same lease once it reaches the
+    registry again. No statement of the cut-off server is refused."""
+    fill_all_but_the_last(registry)
+    fixed = member(cluster_factory, "fixed", registry, worker_id=1023, conf=["idgen.lease_grace = '12s'"])
+    assert first_ids(fixed, 10)
+    auto = member(cluster_factory, "auto", registry)
+    assert "all 1,024 are leased" in _refusal(auto).diag.message_primary
+    load = Load(fixed, batch=500, pause=0.02)
+    try:
+        time.sleep(0.5)
+        registry.q("REVOKE idgen_fleet FROM srv_fixed", db="registry")
+        deadline = time.monotonic() + 7  # past the 3 s lease, within the lease and grace (15 s)
+        while time.monotonic() < deadline:
+            e = _refusal(auto)
+            assert e is not None and "all 1,024 are leased" in e.diag.message_primary, e
+            time.sleep(0.5)
+        registry.q("GRANT idgen_fleet TO srv_fixed", db="registry")
+        wait_until("the cut-off server renewing", lambda: status(fixed)["registry_reachable"] is True, timeout=20)
+        assert status(fixed)["registry"] == "holding"
+    finally:
+        load.finish()
+    assert not load.refusals, load.refusals[:1]
+    assert "all 1,024 are leased" in _refusal(auto).diag.message_primary
+
+
+def registry_pair(cluster_factory, tmp_path, roles):
+    """A registry and an asynchronous streaming standby of it that has the schema and the
+    registry roles, then stopped: it misses every claim from here on, as a standby lagging
+    behind does. Leases of up to 15 s and graces of up to 5 s: a hold-off of 20 s."""
+    reg = cluster_factory("registry", preload=False)
+    install_registry(reg)
+    reg.q("UPDATE idgen_registry.clock SET max_lease_ms = 15000, max_grace_ms = 5000", db="registry")
+    for role in roles:
+        fleet_role(reg, role)
+    standby = reg.base_backup(str(tmp_path / "registry-standby"), preload=False)
+    standby.start()
+    cluster.wait_for_replay(reg, standby)
+    standby.stop()
+    return reg, standby
+
+
+def both_hosts(reg, standby, user):
+    return (f"idgen.registry = 'host=127.0.0.1,127.0.0.1 port={reg.port},{standby.port} dbname=registry"
+            f" user={user} target_session_attrs=read-write'")
+
+
+@pytest.mark.default_and_newest(SQL_RULES)
+def test_a_registry_failover_to_a_standby_that_missed_the_last_claims_stops_no_writer_and_makes_no_id_twice(
+        cluster_factory, tmp_path):
+    """The registry's standby stopped before two servers claimed (an automatic one and one with
+    fixed id 5), so it has neither lease; the registry is killed under their load and the standby
+    promoted. A new automatic server and a second server configured with id 5 start at once. The
+    promoted registry knows its term is new (its timeline): it grants no new lease for the longest
+    lease and grace it allows (20 s), while the two holders re-assert theirs at their next
+    renewal; then the new automatic server gets an id of its own, and the second id-5 server is
+    refused, naming the first. No statement of the two holders is refused, and no id is made
+    twice (without the new term, the new server took the automatic holder's id and both issued)."""
+    roles = ["srv_a", "srv_f", "srv_b", "srv_g"]
+    reg, standby = registry_pair(cluster_factory, tmp_path, roles)
+
+    def conf(user):
+        return ["idgen.lease = '15s'", "idgen.lease_grace = '5s'", both_hosts(reg, standby, user)]
+
+    a = member(cluster_factory, "a", reg, user="srv_a", conf=conf("srv_a"))
+    f = member(cluster_factory, "f", reg, worker_id=5, user="srv_f", conf=conf("srv_f"))
+    for c in (a, f):
+        assert first_ids(c, 10)
+    held_by_a = status(a)["worker_id"]
+    holders = [Load(a, batch=1000, pause=0.002), Load(f, batch=1000, pause=0.002)]
+    newcomers = []
+    try:
+        # Just after a renewal of a's, so that the newcomers claim before a's next one (every 5 s).
+        renewed = status(a)["last_renewal"]
+        wait_until("a renewal of a's", lambda: status(a)["last_renewal"] != renewed, timeout=10, step=0.05)
+        kill_server(reg)
+        standby.start()
+        standby.promote()
+        promoted = time.monotonic()
+        b = member(cluster_factory, "b", standby, user="srv_b", start=False, conf=conf("srv_b"))
+        g = member(cluster_factory, "g", standby, worker_id=5, user="srv_g", start=False, conf=conf("srv_g"))
+        for c in (b, g):
+            c.start()
+            c.q("CREATE EXTENSION idgen")
+        newcomers = [Load(b, batch=1000, pause=0.002), Load(g, batch=1000, pause=0.002)]
+        wait_until("the new automatic server issuing", lambda: len(newcomers[0].ids) >= 5000, timeout=60)
+        took = time.monotonic() - promoted
+        time.sleep(2)
+    finally:
+        for load in holders + newcomers:
+            load.finish()
+    no_duplicates(*holders, *newcomers)
+    assert not holders[0].refusals and not holders[1].refusals, (holders[0].refusals[:1], holders[1].refusals[:1])
+    assert {worker_of(i) for i in holders[0].ids} == {held_by_a}
+    assert {worker_of(i) for i in newcomers[0].ids} != {held_by_a}
+    assert not newcomers[1].ids
+    off = newcomers[0].refusals[0]
+    assert off.pgcode == NOT_IN_PREREQUISITE_STATE and "grants no new lease until" in off.diag.message_primary, off
+    last = newcomers[1].refusals[-1]
+    assert "worker id 5 is leased to another server, f@" in last.diag.message_primary, last
+    for c in (a, f):
+        assert "re-asserted the lease of worker id" in c.log()
+    print(f"\nthe new automatic server issued {took:.1f} s after the promotion; the holders "
+          f"{len(holders[0].ids)} and {len(holders[1].ids)} ids, none refused")
 
 
 # ---- promotion --------------------------------------------------------------------------------
@@ -796,8 +942,8 @@ def test_a_standby_promoted_after_its_primary_stopped_takes_the_released_id_at_o
 class Load:
     """Takes ids from c on a thread, in batches, until finish(): every id, and every refusal."""
 
-    def __init__(self, c, batch=2000):
-        self.c, self.batch = c, batch
+    def __init__(self, c, batch=2000, pause=0.0):
+        self.c, self.batch, self.pause = c, batch, pause
         self.ids, self.refusals = [], []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -808,6 +954,7 @@ class Load:
             try:
                 rows = self.c.q(f"SELECT snowflake_next() FROM generate_series(1, {self.batch})")
                 self.ids.extend(r[0] for r in rows)
+                time.sleep(self.pause)
             except psycopg2.Error as e:
                 self.refusals.append(e)
                 time.sleep(0.1)

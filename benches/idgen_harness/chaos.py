@@ -575,7 +575,9 @@ class Run:
         def member(user, worker):
             return ["shared_preload_libraries = 'idgen'", f"idgen.worker_id = {worker}",
                     f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user={user}'",
-                    "idgen.lease = '3s'", f"idgen.max_clock_skew = '{SKEW_MS}ms'", *space_lines(EPOCH_MS, "twitter")]
+                    # no grace: the schedule's registry faults are measured against the lease's end
+                    "idgen.lease = '3s'", "idgen.lease_grace = '0'", f"idgen.max_clock_skew = '{SKEW_MS}ms'",
+                    *space_lines(EPOCH_MS, "twitter")]
 
         common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on", "chaos.timeline = 1",
                   "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",

@@ -93,7 +93,7 @@ MUTANTS = [
         "    if permit.fence_ms != registry::NO_LIMIT {",
         "    if false && permit.fence_ms != registry::NO_LIMIT {",
         ("pg_test/test_registry.py::"
-         "test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_told_to_issue",),
+         "test_a_stopped_registry_stops_every_server_given_no_grace_at_its_lease_end_but_a_fixed_one_told_to_issue",),
     ),
     Mutant(
         "fixed-fence-ignored",
@@ -106,7 +106,7 @@ MUTANTS = [
         ("pg_test/test_registry.py::"
          "test_a_fixed_id_cut_off_from_the_registry_stops_at_its_lease_end_and_its_id_is_reused_above_it",
          "pg_test/test_registry.py::"
-         "test_a_stopped_registry_stops_every_server_at_its_lease_end_but_a_fixed_one_told_to_issue"),
+         "test_a_stopped_registry_stops_every_server_given_no_grace_at_its_lease_end_but_a_fixed_one_told_to_issue"),
     ),
     Mutant(
         "unfenced-lease-handed-over",
@@ -174,9 +174,27 @@ MUTANTS = [
          "test_no_member_can_make_the_next_holder_of_an_id_wait_by_reporting_a_horizon_far_ahead",),
     ),
     Mutant(
+        "registry-term-unseen",
+        "a registry failover to a standby that missed the last claims hands no held id out again",
+        "sql/registry/idgen_registry.sql",
+        "    word := (SELECT s.last_value FROM idgen_registry.term AS s);\n    IF word >> 42 <> timeline THEN",
+        "    word := (SELECT s.last_value FROM idgen_registry.term AS s);\n    IF false THEN",
+        ("pg_test/test_registry.py::"
+         "test_a_registry_failover_to_a_standby_that_missed_the_last_claims_stops_no_writer_and_makes_no_id_twice",),
+    ),
+    Mutant(
+        "grace-not-kept",
+        "the id of a server issuing through its grace goes to no other server",
+        "sql/registry/idgen_registry.sql",
+        "    keep_ms bigint := p_lease_ms::bigint + coalesce(p_grace_ms, 0);",
+        "    keep_ms bigint := p_lease_ms::bigint;",
+        ("pg_test/test_registry.py::"
+         "test_a_server_cut_off_from_the_registry_issues_through_its_grace_and_its_id_goes_to_no_other_server",),
+    ),
+    Mutant(
         "registry-floor-unnamed",
         "a server held back by what the registry recorded names the registry and the holder, not its own clock",
-        "src/pg/registry.rs",
+        "src/pg/registry/state.rs",
         "    (info.floor_ms > 0).then(|| {",
         "    (info.floor_ms > u64::MAX).then(|| {",
         ("pg_test/test_registry.py::"
@@ -185,7 +203,7 @@ MUTANTS = [
     Mutant(
         "reuse-floor-ignored",
         "a reused worker id resumes above everything its earlier holders issued",
-        "src/pg/registry.rs",
+        "src/pg/registry/worker.rs",
         "                    if opening && decision.resume_after_ms > 0 {",
         "                    if false && opening && decision.resume_after_ms > 0 {",
         ("pg_test/test_registry.py::test_a_killed_holders_id_is_reused_only_above_everything_it_stored",),

@@ -23,8 +23,10 @@
 -- block no one else's claim, and an ordinary role can neither take a lease nor block one (it
 -- cannot call claim(), lock the table or read it).
 --
--- Times are Unix milliseconds. A lease ends lease_ends_ms (the registry's clock) after the claim
--- that granted it. A holder is fenced: it reports fence_ms, the millisecond (its own clock) from
+-- Times are Unix milliseconds. A lease ends lease_ends_ms (the registry's clock): the lease plus
+-- the holder's grace (idgen.lease_grace) after the claim that granted it, since a holder that
+-- cannot reach the registry issues on through its grace, and its id goes to no other server
+-- until then. A holder is fenced: it reports fence_ms, the millisecond (its own clock) from
 -- which it issues nothing unless it renews, so a lease nobody renews is free once it ends,
 -- whatever kind of id it was. The exception is a fixed id under idgen.unverified_worker_id =
 -- issue (fence_ms NULL): it carries on while the registry is unreachable, so its lease, ended
@@ -32,6 +34,12 @@
 -- frees it (idgen_registry.free()). A server that takes an id over resumes after the highest
 -- fence and horizon any earlier holder reported, and the latest end of their leases plus its
 -- own idgen.max_clock_skew (see docs/registry.md).
+--
+-- A registry that was promoted, or restored onto a new timeline, may have lost the last claims it
+-- granted (an asynchronous standby that had not received them): its timeline is its term, and
+-- for the longest lease and grace it allows after a new term begins it grants no new lease, while
+-- the holders it lost re-assert theirs (the hold-off), and every lease it grants later resumes
+-- above that time (docs/registry.md).
 --
 -- A lease is one run's: the holder's system identifier (shared by a primary, its standbys and
 -- every copy of it) and the run its postmaster drew at start, so that two copies of a server
@@ -80,13 +88,58 @@ GRANT SELECT ON TABLE idgen_registry.id_space TO idgen_fleet;
 -- fence at most the lease plus max_clock_skew_ms; anything further is refused, so that no member
 -- can make the servers that take an id after it wait. The owner may change it:
 --   UPDATE idgen_registry.clock SET max_clock_skew_ms = 2000;
+--
+-- And the longest lease (idgen.lease) and grace (idgen.lease_grace) a member may claim: a claim of
+-- longer ones is refused. After a new term (a promotion, a restore onto a new timeline, or the
+-- owner's idgen_registry.hold_off()) the registry grants no new lease for their sum, so that every
+-- lease it may have lost has ended:
+--   UPDATE idgen_registry.clock SET max_lease_ms = 30000, max_grace_ms = 600000;
 CREATE TABLE idgen_registry.clock (
     one               boolean PRIMARY KEY DEFAULT true CHECK (one),
-    max_clock_skew_ms integer NOT NULL DEFAULT 1000 CHECK (max_clock_skew_ms BETWEEN 0 AND 600000)
+    max_clock_skew_ms integer NOT NULL DEFAULT 1000 CHECK (max_clock_skew_ms BETWEEN 0 AND 600000),
+    max_lease_ms      integer NOT NULL DEFAULT 60000 CHECK (max_lease_ms BETWEEN 1000 AND 3600000),
+    max_grace_ms      integer NOT NULL DEFAULT 900000 CHECK (max_grace_ms BETWEEN 0 AND 86400000)
 );
 REVOKE ALL ON TABLE idgen_registry.clock FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry.clock TO idgen_fleet;
 INSERT INTO idgen_registry.clock DEFAULT VALUES;
+
+-- The registry's term: its timeline (the first 8 hex digits of its current WAL file's name) in
+-- the high bits and, below bit 42, when the registry first answered a claim in it (Unix ms; 0:
+-- the term it was installed in, which follows no other). A sequence, not a table: claim() records
+-- a new term with setval(), which no transaction undoes and no row lock holds up, so a member
+-- that keeps its claim's transaction open delays no one's view of the term.
+CREATE SEQUENCE idgen_registry.term MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
+REVOKE ALL ON SEQUENCE idgen_registry.term FROM PUBLIC;
+DO $first_term$
+BEGIN
+    PERFORM pg_catalog.setval('idgen_registry.term',
+        ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 42);
+END
+$first_term$;
+
+-- The registry's term now (the sequence's word, which names it), and the hold-off's end (Unix ms, 0:
+-- none), recording a new term first where the timeline changed (a promotion, a restore onto a new
+-- timeline). For claim() only.
+CREATE FUNCTION idgen_registry._term(now_ms bigint, OUT word bigint, OUT began_ms bigint,
+                                     OUT hold_off_until_ms bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $term$
+DECLARE
+    timeline bigint := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+BEGIN
+    word := (SELECT s.last_value FROM idgen_registry.term AS s);
+    IF word >> 42 <> timeline THEN
+        word := (timeline << 42) | now_ms;
+        PERFORM pg_catalog.setval('idgen_registry.term', word);
+    END IF;
+    began_ms := word & ((1::bigint << 42) - 1);
+    hold_off_until_ms := CASE WHEN began_ms = 0 THEN 0
+        ELSE began_ms + (SELECT c.max_lease_ms + c.max_grace_ms FROM idgen_registry.clock AS c) END;
+END
+$term$;
+REVOKE ALL ON FUNCTION idgen_registry._term(bigint) FROM PUBLIC;
 
 -- The layout, read as idgen reads idgen.layout (src/core/src/layout.rs: ASCII blanks around the
 -- whole and each part, ASCII case, an optional unit with or without "ms") and stored as idgen
@@ -256,7 +309,9 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 -- released, until the owner frees it. A lease is a run's: another run of
 -- the same server (a copy of it, a promoted standby, a start after a crash) takes it only once
 -- it has ended or was released, as any other server would. p_fence_ms: the claimant's fence
--- if this claim succeeds (NULL: unfenced). p_horizon_ms: its durable horizon. Returns one row:
+-- if this claim succeeds (NULL: unfenced). p_horizon_ms: its durable horizon. p_grace_ms: how
+-- long past its lease the claimant issues while it cannot reach the registry (idgen.lease_grace),
+-- so the lease keeps the id from others that much longer. Returns one row:
 --   outcome 'held'        this run had it (a renewal)
 --           'claimed'     a never-leased id
 --           'resumed'     an id an earlier run of this server held, whose lease has ended or
@@ -270,6 +325,11 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 --           'exhausted'   no id is free (auto only)
 --           'wrong_id_space' p_layout or p_epoch_ms is not the layout or epoch this registry
 --                         serves (other_holder_name, registry_epoch_ms)
+--           'holding_off' a new term began (a promotion): no new lease until hold_off_until_ms
+--           'reasserted'  p_worker_id, which the caller held under an earlier term (p_term), is
+--                         its again: the registry may have lost that lease in a failover
+--   registry_term: the registry's term (its timeline and when it began), which the caller keeps with its lease
+--   and sends back as p_term to re-assert it after a failover.
 --   lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms: the lease as it
 --   now stands; with 'taken_over' and 'resumed', other_holder_name is the holder it was taken
 --   from (NULL: the owner freed it).
@@ -279,11 +339,12 @@ REVOKE ALL ON FUNCTION idgen_registry._conflict(idgen_registry.lease, text, name
 -- claims of that very id wait for it (at most lock_timeout, 2 s, then they fail and are retried).
 CREATE FUNCTION idgen_registry.claim(
     p_holder text, p_run text, p_holder_name text, p_worker_id integer, p_lease_ms integer,
-    p_horizon_ms bigint, p_fence_ms bigint, p_layout text, p_epoch_ms bigint)
+    p_horizon_ms bigint, p_fence_ms bigint, p_layout text, p_epoch_ms bigint, p_grace_ms integer DEFAULT 0,
+    p_term bigint DEFAULT NULL)
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
                other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer,
-               registry_epoch_ms bigint)
+               registry_epoch_ms bigint, registry_term bigint, hold_off_until_ms bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '2s'
@@ -299,15 +360,23 @@ DECLARE
     holding text;
     served idgen_registry.id_space%ROWTYPE;
     ahead integer;
+    bounds idgen_registry.clock%ROWTYPE;
     previous text;
+    term record;
+    reasserting boolean;
+    -- How long a lease granted or renewed now keeps the id from every other server: the lease,
+    -- and the grace through which its holder issues on while it cannot reach the registry.
+    keep_ms bigint := p_lease_ms::bigint + coalesce(p_grace_ms, 0);
 BEGIN
     SELECT * INTO served FROM idgen_registry.id_space;
-    SELECT c.max_clock_skew_ms INTO ahead FROM idgen_registry.clock AS c;
+    SELECT * INTO bounds FROM idgen_registry.clock AS c;
+    ahead := bounds.max_clock_skew_ms;
+    SELECT * INTO term FROM idgen_registry._term(now_ms);
     -- A server of another layout or epoch: its ids and those of this registry's servers may be
     -- equal whatever their worker ids.
     IF p_layout IS DISTINCT FROM served.layout OR p_epoch_ms IS DISTINCT FROM served.epoch_ms THEN
         RETURN QUERY SELECT 'wrong_id_space'::text, NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer, served.epoch_ms;
+            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer, served.epoch_ms, term.word, term.hold_off_until_ms;
         RETURN;
     END IF;
     IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
@@ -318,9 +387,15 @@ BEGIN
         RAISE EXCEPTION 'invalid run %: the number the server drew when it started is expected', p_run
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
-        RAISE EXCEPTION 'invalid lease length % ms', p_lease_ms
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Leases last 1 s to 1 h.';
+    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND bounds.max_lease_ms THEN
+        RAISE EXCEPTION 'invalid lease length % ms: this registry leases for 1000 to % ms', p_lease_ms, bounds.max_lease_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Set idgen.lease within it, or have the registry''s owner raise max_lease_ms in idgen_registry.clock (a promoted registry then holds off new leases longer).';
+    END IF;
+    IF p_grace_ms IS NULL OR p_grace_ms NOT BETWEEN 0 AND bounds.max_grace_ms THEN
+        RAISE EXCEPTION 'invalid lease grace % ms: this registry allows 0 to % ms', p_grace_ms, bounds.max_grace_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Set idgen.lease_grace within it, or have the registry''s owner raise max_grace_ms in idgen_registry.clock (a promoted registry then holds off new leases longer).';
     END IF;
     IF p_holder_name IS NULL OR p_holder_name !~ '^[ -~]{1,200}$' THEN
         RAISE EXCEPTION 'invalid holder name: 1 to 200 printable ASCII characters are expected'
@@ -329,11 +404,11 @@ BEGIN
     -- What a real server reports lies at most its clock's skew (and, for a horizon, idgen's 1-s
     -- lead) ahead of the registry's clock; anything further would make whoever takes the id
     -- next wait for nothing (idgen_registry.clock).
-    IF coalesce(p_horizon_ms, 0) > now_ms + ahead + 1000 OR coalesce(p_fence_ms, 0) > now_ms + p_lease_ms + ahead THEN
+    IF coalesce(p_horizon_ms, 0) > now_ms + ahead + 1000 OR coalesce(p_fence_ms, 0) > now_ms + p_lease_ms + p_grace_ms + ahead THEN
         RAISE EXCEPTION 'horizon % or fence % ms lies further ahead of the registry''s clock (%) than this server''s could be',
             p_horizon_ms, p_fence_ms, now_ms
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('A horizon may lie at most %s ms ahead (the clock skew the registry allows, idgen_registry.clock, plus idgen''s 1-s horizon lead), a fence at most the lease plus %s ms.', ahead + 1000, ahead),
+                  DETAIL = pg_catalog.format('A horizon may lie at most %s ms ahead (the clock skew the registry allows, idgen_registry.clock, plus idgen''s 1-s horizon lead), a fence at most the lease and its grace plus %s ms.', ahead + 1000, ahead),
                   HINT = 'Check the clock of the server that claims (NTP) against the registry''s.';
     END IF;
     -- An automatic id is always fenced: an unfenced lease is kept from every other server until
@@ -348,24 +423,32 @@ BEGIN
             (1 << served.worker_bits) - 1, served.layout
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- 1. A renewal of this run's own lease. Only this run's own calls lock its row.
+    -- A claimant re-asserting a lease it held under an earlier term of this registry (below).
+    reasserting := p_term IS NOT NULL AND p_term <> term.word AND p_worker_id IS NOT NULL;
+
+    -- 1. A renewal of this run's own lease. Only this run's own calls lock its row. Not of a row
+    -- an earlier term left whose lease ended before this term began (unless re-asserted live):
+    -- the registry this one was promoted from may have given the id to another server after
+    -- that end, in a history this one lost; the claim is then a new one (held off, and above the
+    -- hold-off). A lease that ends in this term, or ended in it, was this registry's to keep.
     SELECT l.worker_id INTO id FROM idgen_registry.lease AS l
      WHERE l.holder = p_holder AND l.holder_role = who AND l.holder_run = p_run
        AND (p_worker_id IS NULL OR l.worker_id = p_worker_id)
      ORDER BY l.worker_id LIMIT 1;
     IF FOUND THEN
         SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = id FOR UPDATE;
-        IF row_.holder = p_holder AND row_.holder_role = who AND row_.holder_run = p_run THEN
+        IF row_.holder = p_holder AND row_.holder_role = who AND row_.holder_run = p_run
+           AND (row_.lease_ends_ms >= LEAST(now_ms, term.began_ms) OR reasserting) THEN
             UPDATE idgen_registry.lease AS l
-               SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + p_lease_ms),
+               SET lease_ends_ms = GREATEST(l.lease_ends_ms, now_ms + keep_ms),
                    last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
                    fence_ms = CASE WHEN p_fence_ms IS NULL THEN NULL
                                    ELSE GREATEST(coalesce(l.fence_ms, 0), p_fence_ms) END,
                    holder_name = p_holder_name, renewed_at = pg_catalog.now()
              WHERE l.worker_id = id
             RETURNING * INTO row_;
-            RETURN QUERY SELECT 'held'::text, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
-                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint;
+            RETURN QUERY SELECT CASE WHEN reasserting THEN 'reasserted' ELSE 'held' END, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
+                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms;
             RETURN;
         END IF;
     END IF;
@@ -375,9 +458,23 @@ BEGIN
     IF p_worker_id IS NOT NULL THEN
         SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = p_worker_id;
         IF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
-            RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
+            RETURN QUERY SELECT c.*, term.word, term.hold_off_until_ms
+                FROM idgen_registry._conflict(row_, p_holder, who, now_ms) AS c;
             RETURN;
         END IF;
+    END IF;
+
+    -- After a new term (a promotion: this registry may have lost the last leases it granted), no
+    -- new lease until every lease it may have lost has ended (the hold-off). Meanwhile a holder
+    -- re-asserts its own: a server that held p_worker_id under an earlier term (p_term), whose
+    -- lease is live by its own clock (it sends p_term only then), takes it back unless the
+    -- registry keeps it for another run (2. above), as a renewal would, so that a failover stops
+    -- none of the servers that were issuing. Every lease granted from then on resumes after the
+    -- hold-off's end (predecessor_ends_ms, below), above what a lost holder may have issued.
+    IF now_ms < term.hold_off_until_ms AND NOT reasserting THEN
+        RETURN QUERY SELECT 'holding_off'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms;
+        RETURN;
     END IF;
 
     -- 3. A new lease: at most the role's quota of leases that keep an id from others: live ones,
@@ -399,7 +496,7 @@ BEGIN
        AND l.worker_id IS DISTINCT FROM p_worker_id;
     IF held >= allowed THEN
         RETURN QUERY SELECT 'over_quota'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, holding, first_end, now_ms, held, allowed, NULL::bigint;
+            NULL::bigint, holding, first_end, now_ms, held, allowed, NULL::bigint, term.word, term.hold_off_until_ms;
         RETURN;
     END IF;
 
@@ -425,7 +522,7 @@ BEGIN
         END IF;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'exhausted'::text, NULL::integer, NULL::bigint, NULL::bigint,
-                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint;
+                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms;
             RETURN;
         END IF;
     ELSE
@@ -440,30 +537,34 @@ BEGIN
     ELSIF row_.holder IS NULL THEN
         outcome := 'taken_over';
     ELSIF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
-        RETURN QUERY SELECT * FROM idgen_registry._conflict(row_, p_holder, who, now_ms);
+        RETURN QUERY SELECT c.*, term.word, term.hold_off_until_ms
+                FROM idgen_registry._conflict(row_, p_holder, who, now_ms) AS c;
         RETURN;
     ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
         outcome := 'resumed';
     ELSE
         outcome := 'taken_over';
     END IF;
+    IF reasserting THEN
+        outcome := 'reasserted';
+    END IF;
     UPDATE idgen_registry.lease AS l
        SET holder = p_holder, holder_name = p_holder_name, holder_role = who, holder_run = p_run,
-           predecessor_ends_ms = GREATEST(l.predecessor_ends_ms, l.lease_ends_ms),
+           predecessor_ends_ms = GREATEST(l.predecessor_ends_ms, l.lease_ends_ms, term.hold_off_until_ms),
            predecessor_fence_ms = GREATEST(l.predecessor_fence_ms, coalesce(l.fence_ms, 0)),
            fence_ms = p_fence_ms,
-           lease_ends_ms = now_ms + p_lease_ms,
+           lease_ends_ms = now_ms + keep_ms,
            last_horizon_ms = GREATEST(l.last_horizon_ms, coalesce(p_horizon_ms, 0)),
            claimed_at = pg_catalog.now(), renewed_at = pg_catalog.now()
      WHERE l.worker_id = id
     RETURNING * INTO row_;
     RETURN QUERY SELECT outcome, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
         row_.predecessor_ends_ms, row_.predecessor_fence_ms, previous, NULL::bigint, now_ms, NULL::integer, NULL::integer,
-        NULL::bigint;
+        NULL::bigint, term.word, term.hold_off_until_ms;
 END
 $claim$;
-REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint) TO idgen_fleet;
+REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint, integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint, integer, bigint) TO idgen_fleet;
 
 -- Releases run p_run's lease once its server has stopped (the postmaster calls it as it exits,
 -- every other process of the server gone), so it issues nothing more: the lease ends now, and
@@ -538,6 +639,27 @@ BEGIN
 END
 $free$;
 REVOKE ALL ON FUNCTION idgen_registry.free(integer) FROM PUBLIC;
+
+-- For the registry's owner only: begins a new term now, as a promotion does, for a registry
+-- restored from a backup or a snapshot on the timeline it had (which claim() cannot tell from
+-- the registry it was): no new lease until the longest lease and grace of idgen_registry.clock
+-- have passed, while the servers that hold leases re-assert them, and every lease granted later
+-- resumes above that time. Returns the hold-off's end. The new term is the current timeline
+-- from now: a holder re-asserts its lease when the term it holds it under is not the registry's.
+CREATE FUNCTION idgen_registry.hold_off()
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $hold_off$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    timeline bigint := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+BEGIN
+    PERFORM pg_catalog.setval('idgen_registry.term', (timeline << 42) | now_ms);
+    RETURN pg_catalog.to_timestamp((now_ms + (SELECT c.max_lease_ms + c.max_grace_ms FROM idgen_registry.clock AS c)) / 1000.0);
+END
+$hold_off$;
+REVOKE ALL ON FUNCTION idgen_registry.hold_off() FROM PUBLIC;
 
 -- Who holds which id, until when, and how far each id's holders have issued. A member sees the
 -- system identifier of its own role's servers only (the owner sees all).

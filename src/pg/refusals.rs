@@ -26,9 +26,9 @@ pub fn raise_lease_ended(permit: &Permit, view: &registry::View) -> ! {
         "The registry has not renewed it.".to_string()
     };
     error(errors::NOT_IN_PREREQUISITE_STATE, format!(
-        "snowflake_next() refuses to run: the lease of worker id {} ended at {}",
+        "snowflake_next() refuses to run: the lease of worker id {} ended at {}, its grace included",
         permit.worker_id, timestamp_of_unix_ms(permit.fence_ms)))
-        .detail(format!("The lease is the right to issue (with idgen.worker_id = auto, and with a fixed id unless idgen.unverified_worker_id = issue): once it ends, the registry may give the worker id to another server, so no id comes from a millisecond at or after its end. {why}"))
+        .detail(format!("The lease is the right to issue (with idgen.worker_id = auto, and with a fixed id unless idgen.unverified_worker_id = issue): a server that cannot reach the registry issues on for idgen.lease_grace past the lease's end, and then the registry may give the worker id to another server, so no id comes from a millisecond at or after that. {why}"))
         .hint("Ids resume as soon as the registry renews the lease. Check the registry server and idgen.registry; idgen_lease_status() shows the lease.")
         .raise()
 }
@@ -73,9 +73,17 @@ pub fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .hint("Give this server a registry role of its own, or, where one role is meant to hold more (an HA pair, whose promoted standby takes an id while its crashed primary's lease runs out), have the registry's owner raise it in idgen_registry.quota. This server keeps asking, and issues ids once the role holds fewer.")
             .raise()
         }
-        Refusal::Lost { .. } => e
+        Refusal::Lost { forgotten: false, .. } => e
             .detail("This server could not renew its lease before it ended, and the registry then gave the worker id to another server: ids from here could repeat that server's.")
             .hint("Restart this server: it claims a worker id again (with auto, a free one).")
+            .raise(),
+        Refusal::Lost { forgotten: true, .. } => e
+            .detail("The registry answered in a term other than the one it granted this server's lease in: it was promoted or restored from a copy that had not received the lease, this server could not re-assert it before the registry's hold-off ended, and the registry then gave the worker id to another server. Ids from here could repeat that server's.")
+            .hint("Restart this server: it claims a worker id again (with auto, a free one). To keep a registry failover from losing leases, replicate the registry synchronously (docs/registry.md).")
+            .raise(),
+        Refusal::HoldingOff { until_ms } => e
+            .detail(format!("The registry began a new term (a promotion, or a restore onto a new timeline, or its owner's idgen_registry.hold_off()) and may have lost the last leases it granted: until {}, the longest lease and grace it allows, it grants none but to servers re-asserting their own, so that no id it lost goes to a second server.", timestamp_of_unix_ms(*until_ms)))
+            .hint("Nothing is needed: this server keeps asking, and issues ids once the registry grants its lease. The registry's owner sets the longest lease and grace in idgen_registry.clock.")
             .raise(),
         Refusal::WrongIdSpace { .. } => e
             .detail("A registry leases the worker ids of one id space, one layout under one epoch; ids of two layouts or two epochs can be equal whatever their worker ids, so it serves no server of another.")

@@ -2,7 +2,7 @@
 //! (a partition, a stopped host) costs the lease worker a deadline, never a hang. Knows the
 //! registry's two calls, `idgen_registry.claim()` and `release()`, and nothing of shared memory.
 
-use idgen_core::lease::{self, Answer, Grant, How};
+use idgen_core::lease::{self, Answer, Grant, How, Reply};
 use pq_sys as pq;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::ptr;
@@ -89,7 +89,31 @@ pub struct Claim<'a> {
     pub epoch_ms: u64,
     /// The layout's largest worker id: an answer naming a larger one is not believed.
     pub max_worker: u64,
+    /// How long past its lease the server issues while it cannot reach the registry.
+    pub grace_ms: u64,
+    /// The registry's term the lease is held under, to re-assert it should the registry have
+    /// begun another (`lease::reassert_term`); None: a new claim.
+    pub term: Option<u64>,
 }
+
+/// The columns of `idgen_registry.claim()`'s row that this idgen reads, each found by its name
+/// in the answer (a registry of another schema version is said so, not misread).
+const CLAIM_COLUMNS: [&CStr; 14] = [
+    c"outcome",
+    c"worker_id",
+    c"lease_ends_ms",
+    c"last_horizon_ms",
+    c"predecessor_ends_ms",
+    c"predecessor_fence_ms",
+    c"other_holder_name",
+    c"other_lease_ends_ms",
+    c"registry_now_ms",
+    c"role_leases",
+    c"role_quota",
+    c"registry_epoch_ms",
+    c"registry_term",
+    c"hold_off_until_ms",
+];
 
 impl Registry {
     pub fn new(conninfo: &str, application_name: &str) -> Self {
@@ -101,7 +125,7 @@ impl Registry {
     }
 
     /// Sends one claim and reads its answer; `stop()` is polled while waiting (SIGTERM).
-    pub fn claim(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Answer, Failure> {
+    pub fn claim(&mut self, claim: &Claim, stop: &dyn Fn() -> bool) -> Result<Reply, Failure> {
         self.connect(stop)?;
         let params = [
             Some(claim.holder.to_string()),
@@ -113,9 +137,12 @@ impl Registry {
             claim.fence_ms.map(|f| f.to_string()), // NULL: not fenced
             Some(claim.layout.to_string()),
             Some(claim.epoch_ms.to_string()),
+            Some(claim.grace_ms.to_string()),
+            claim.term.map(|t| t.to_string()), // NULL: a new claim
         ];
+        // Named on both sides: the arguments by their names, the row by its columns' names.
         let result = self.call(
-            c"SELECT outcome, worker_id, lease_ends_ms, last_horizon_ms, predecessor_ends_ms, predecessor_fence_ms, other_holder_name, other_lease_ends_ms, registry_now_ms, role_leases, role_quota, registry_epoch_ms FROM idgen_registry.claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::bigint, $8, $9::bigint)",
+            c"SELECT * FROM idgen_registry.claim(p_holder => $1, p_run => $2, p_holder_name => $3, p_worker_id => $4::integer, p_lease_ms => $5::integer, p_horizon_ms => $6::bigint, p_fence_ms => $7::bigint, p_layout => $8, p_epoch_ms => $9::bigint, p_grace_ms => $10::integer, p_term => $11::bigint)",
             &params,
             stop,
             |res| read_result(res, claim.max_worker),
@@ -380,14 +407,36 @@ fn failure_of(res: *mut pq::PGresult, what: &str) -> Failure {
     }
 }
 
-fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Answer, Failure> {
+fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Reply, Failure> {
     if unsafe { pq::PQresultStatus(res) } != pq::ExecStatusType::PGRES_TUPLES_OK {
         return Err(failure_of(res, "claim"));
     }
     if unsafe { pq::PQntuples(res) } != 1 {
         return Err(Failure::plain("the registry's claim() returned no row"));
     }
-    let text = |col: c_int| unsafe {
+    // Each column by its name; one missing means a registry schema this idgen does not speak.
+    let mut at = [0 as c_int; CLAIM_COLUMNS.len()];
+    for (i, name) in CLAIM_COLUMNS.iter().enumerate() {
+        at[i] = unsafe { pq::PQfnumber(res, name.as_ptr()) };
+        if at[i] < 0 {
+            return Err(Failure {
+                message: format!(
+                    "the registry's idgen_registry.claim() answers no column {}: install the sql/registry/idgen_registry.sql of this idgen version there",
+                    name.to_string_lossy()
+                ),
+                misconfigured: true,
+            });
+        }
+    }
+    let column = |name: &CStr| -> c_int {
+        let i = CLAIM_COLUMNS
+            .iter()
+            .position(|c| *c == name)
+            .expect("a column of CLAIM_COLUMNS");
+        at[i]
+    };
+    let text = |name: &CStr| unsafe {
+        let col = column(name);
         if pq::PQgetisnull(res, 0, col) != 0 {
             None
         } else {
@@ -398,55 +447,63 @@ fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Answer, Failur
             )
         }
     };
-    let number = |col: c_int| -> u64 {
-        text(col)
+    let number = |name: &CStr| -> u64 {
+        text(name)
             .and_then(|t| t.parse::<i64>().ok())
             .map_or(0, |n| n.max(0) as u64)
     };
     let worker = || -> Result<u16, Failure> {
-        text(1)
+        text(c"worker_id")
             .and_then(|t| t.parse::<u16>().ok())
             .filter(|w| u64::from(*w) <= max_worker)
             .ok_or_else(|| Failure::plain("the registry's claim() returned no valid worker id"))
     };
     // Another member's words: no control character of theirs reaches this server's log or errors.
-    let other = || text(6).map(|t| lease::printable(&t));
+    let other = || text(c"other_holder_name").map(|t| lease::printable(&t));
     let grant = |how| -> Result<Answer, Failure> {
         Ok(Answer::Granted {
             how,
             previous: other(),
             grant: Grant {
                 worker_id: worker()?,
-                lease_ends_ms: number(2),
-                last_horizon_ms: number(3),
-                predecessor_ends_ms: number(4),
-                predecessor_fence_ms: number(5),
+                lease_ends_ms: number(c"lease_ends_ms"),
+                last_horizon_ms: number(c"last_horizon_ms"),
+                predecessor_ends_ms: number(c"predecessor_ends_ms"),
+                predecessor_fence_ms: number(c"predecessor_fence_ms"),
             },
         })
     };
-    match text(0).as_deref() {
+    let answer = match text(c"outcome").as_deref() {
         Some("held") => grant(How::Held),
         Some("claimed") => grant(How::Claimed),
         Some("taken_over") => grant(How::TakenOver),
         Some("resumed") => grant(How::Resumed),
+        Some("reasserted") => grant(How::Reasserted),
         Some("over_quota") => Ok(Answer::OverQuota {
-            held: number(9) as u32,
-            quota: number(10) as u32,
+            held: number(c"role_leases") as u32,
+            quota: number(c"role_quota") as u32,
             holding: other().unwrap_or_default(),
-            first_ends_ms: number(7),
+            first_ends_ms: number(c"other_lease_ends_ms"),
         }),
         Some("conflict") => Ok(Answer::Conflict {
             worker_id: worker()?,
             other: other().unwrap_or_else(|| "another server".into()),
-            other_lease_ends_ms: number(7),
+            other_lease_ends_ms: number(c"other_lease_ends_ms"),
         }),
         Some("exhausted") => Ok(Answer::Exhausted),
         Some("wrong_id_space") => Ok(Answer::WrongIdSpace {
             registry_layout: other().unwrap_or_default(),
-            registry_epoch_ms: number(11),
+            registry_epoch_ms: number(c"registry_epoch_ms"),
+        }),
+        Some("holding_off") => Ok(Answer::HoldingOff {
+            until_ms: number(c"hold_off_until_ms"),
         }),
         other => Err(Failure::plain(format!(
             "the registry's claim() answered {other:?}, which this idgen does not know"
         ))),
-    }
+    }?;
+    Ok(Reply {
+        answer,
+        term: number(c"registry_term"),
+    })
 }

@@ -24,11 +24,14 @@ static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::n
 /// in the postmaster (and again in each backend's start-up), read everywhere.
 static WORKER_MODE: AtomicI32 = AtomicI32::new(-1);
 const MODE_AUTO: i32 = -2;
-/// The registry's libpq connection string (see `registry.rs`). Postmaster context: the lease is
+/// The registry's libpq connection string (see `registry/`). Postmaster context: the lease is
 /// claimed at start-up; a password is refused by the check hook, since pg_read_all_settings
 /// (and pg_monitor) members can read any setting.
 static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static LEASE: GucSetting<i32> = GucSetting::<i32>::new(30_000);
+/// 15 minutes: a registry outage of that long stops no write; a crashed server's worker id waits
+/// as long (plus its lease) before another server may take it, unless the registry's owner frees it.
+static LEASE_GRACE: GucSetting<i32> = GucSetting::<i32>::new(900_000);
 static MAX_CLOCK_SKEW: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 static UNVERIFIED: GucSetting<Unverified> = GucSetting::<Unverified>::new(Unverified::Refuse);
 
@@ -154,6 +157,16 @@ pub fn register(preloading: bool) {
         &LEASE,
         1_000,
         3_600_000,
+        GucContext::Postmaster,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"idgen.lease_grace",
+        c"How long past its lease's end a server that cannot reach the registry issues on; the registry keeps its worker id from every other server that much longer.",
+        c"0 stops issuing at the lease's end. A server that crashed keeps its worker id from others for its lease plus this grace, unless the registry's owner frees it; the registry caps it (idgen_registry.clock.max_grace_ms).",
+        &LEASE_GRACE,
+        0,
+        86_400_000,
         GucContext::Postmaster,
         GucFlags::UNIT_MS,
     );
@@ -368,6 +381,10 @@ pub fn registry() -> Option<String> {
 
 pub fn lease_ms() -> u64 {
     LEASE.get().max(1_000) as u64
+}
+
+pub fn lease_grace_ms() -> u64 {
+    LEASE_GRACE.get().max(0) as u64
 }
 
 pub fn max_clock_skew_ms() -> u64 {

@@ -13,6 +13,14 @@
 //! - **Reuse**: a server that takes an id over resumes strictly after the later of the highest
 //!   horizon any holder of the id recorded and the old lease's end plus `skew`; every id the old
 //!   holder issued is below both, or below its fence.
+//! - **Grace** (`idgen.lease_grace`): a holder that cannot reach the registry issues on past its
+//!   lease for its grace, so its fence is the send time plus the lease plus the grace, and the
+//!   registry keeps the id from others as long (its lease's end includes the grace).
+//! - **Terms**: a registry that was promoted (or restored) may have lost the last leases it
+//!   granted. Its term (its timeline, and when it began) comes with every answer; after a new
+//!   term it grants no new lease until every lease it may have lost has ended (the hold-off), and
+//!   a holder whose lease is live by its clock re-asserts it meanwhile by sending the term it holds
+//!   it under (`reassert_term`).
 
 use crate::layout::MAX_WORKER_BITS;
 
@@ -33,6 +41,9 @@ pub enum Mode {
 pub struct Policy {
     pub mode: Mode,
     pub issue_unconfirmed: bool,
+    /// How long past its lease the server issues while it cannot reach the registry
+    /// (`idgen.lease_grace`): part of its fence, and of the lease the registry records.
+    pub grace_ms: u64,
 }
 
 impl Policy {
@@ -49,7 +60,11 @@ impl Policy {
     /// The fence a claim sent at `sent_ms` sets if it succeeds: no id from this millisecond
     /// (this server's clock) unless a renewal succeeds first. None: not fenced.
     pub fn fence_ms(&self, sent_ms: u64, lease_ms: u64) -> Option<u64> {
-        self.fenced().then(|| sent_ms.saturating_add(lease_ms))
+        self.fenced().then(|| {
+            sent_ms
+                .saturating_add(lease_ms)
+                .saturating_add(self.grace_ms)
+        })
     }
 }
 
@@ -59,6 +74,7 @@ impl From<Mode> for Policy {
         Policy {
             mode,
             issue_unconfirmed: false,
+            grace_ms: 0,
         }
     }
 }
@@ -131,6 +147,23 @@ pub enum Answer {
         holding: String,
         first_ends_ms: u64,
     },
+    /// The registry began a new term (it was promoted, or restored) and grants no new lease
+    /// until `until_ms` (its clock), while the holders it may have lost re-assert theirs.
+    HoldingOff { until_ms: u64 },
+}
+
+/// An answer and the registry's term when it gave it (its timeline, and when that began).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub answer: Answer,
+    pub term: u64,
+}
+
+/// An answer of the registry's first term (tests, and callers that know no other).
+impl From<Answer> for Reply {
+    fn from(answer: Answer) -> Self {
+        Reply { answer, term: 0 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +177,9 @@ pub enum How {
     /// Another run of this same server (system identifier and registry role) held it, and
     /// that lease has ended or was released: a restart, after a crash or a clean shutdown.
     Resumed,
+    /// This holder held it under an earlier term of the registry, which may have lost that
+    /// lease in a failover, and has it again (as a renewal would have kept it).
+    Reasserted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,8 +219,13 @@ impl Grant {
 pub enum Standing {
     /// No claim has been answered yet.
     Pending,
-    /// The registry granted the lease: ids may be issued (up to the fence, for automatic ids).
-    Holding { worker_id: u16, fence_ms: u64 },
+    /// The registry granted the lease: ids may be issued (up to the fence, for automatic ids),
+    /// under the registry's `term` of its last answer.
+    Holding {
+        worker_id: u16,
+        fence_ms: u64,
+        term: u64,
+    },
     /// A fixed id that the registry could never confirm, issued anyway (`idgen.unverified_worker_id = issue`).
     Unverified,
     /// No id may be issued, for the reason given.
@@ -209,8 +250,12 @@ pub enum Refusal {
         first_ends_ms: u64,
     },
     /// The lease of this run went to another holder (after it had ended): issuing on would
-    /// repeat that holder's ids. Only a restart, which claims again, resumes.
-    Lost { worker_id: u16 },
+    /// repeat that holder's ids. Only a restart, which claims again, resumes. `forgotten`: the
+    /// registry's term had changed since it granted the lease (a failover that lost it), rather
+    /// than the lease ending unrenewed.
+    Lost { worker_id: u16, forgotten: bool },
+    /// A new term of the registry: no new lease until `until_ms` (the registry's clock).
+    HoldingOff { until_ms: u64 },
     /// No claim of this run has succeeded, and policy is to wait for one (the message is the
     /// registry's or libpq's).
     NeverVerified,
@@ -230,21 +275,26 @@ pub struct Decision {
     pub resume_after_ms: u64,
 }
 
-/// The lease protocol's state machine: `before` is the run's standing, `answer` the registry's
-/// reply to a claim sent at `sent_ms` (by this server's clock) for `lease_ms`.
+/// The lease protocol's state machine: `before` is the run's standing, `reply` the registry's
+/// answer to a claim sent at `sent_ms` (by this server's clock) for `lease_ms`, with its term.
 pub fn decide(
     policy: impl Into<Policy>,
     before: &Standing,
-    answer: Answer,
+    reply: impl Into<Reply>,
     sent_ms: u64,
     lease_ms: u64,
     skew_ms: u64,
 ) -> Decision {
     let policy = policy.into();
+    let Reply { answer, term } = reply.into();
     let mode = policy.mode;
     let fence_ms = policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX);
     let refuse = |r| Decision {
         standing: Standing::Refused(r),
+        resume_after_ms: 0,
+    };
+    let keep = || Decision {
+        standing: before.clone(),
         resume_after_ms: 0,
     };
     // A registry of another id space: nothing it leases is this server's, whatever the run held.
@@ -260,7 +310,8 @@ pub fn decide(
     }
     // A fixed id issued on before the registry confirmed it: the first answer may find it
     // never leased, or this holder's own (this run's, or an earlier run's of this server), and
-    // confirms it; another holder's means a clash. Over the role's quota, it stops issuing.
+    // confirms it; another holder's means a clash. Over the role's quota, it stops issuing. A
+    // registry holding off after a failover confirms nothing yet, and refutes nothing either.
     if let (Standing::Unverified, Mode::Fixed(id)) = (before, mode) {
         return match answer {
             Answer::Granted { how, grant, .. }
@@ -271,10 +322,12 @@ pub fn decide(
                     standing: Standing::Holding {
                         worker_id: id,
                         fence_ms,
+                        term,
                     },
                     resume_after_ms: 0,
                 }
             }
+            Answer::HoldingOff { .. } => keep(),
             Answer::Conflict {
                 worker_id,
                 other,
@@ -295,33 +348,44 @@ pub fn decide(
                 holding,
                 first_ends_ms,
             }),
-            _ => refuse(Refusal::Lost { worker_id: id }),
+            _ => refuse(Refusal::Lost {
+                worker_id: id,
+                forgotten: false,
+            }),
         };
     }
-    // The id this run has issued under, if any: a later answer must be a renewal of it.
-    let issued_under = match before {
-        Standing::Holding { worker_id, .. } => Some(*worker_id),
-        Standing::Refused(Refusal::Lost { worker_id }) => {
-            return refuse(Refusal::Lost {
-                worker_id: *worker_id,
-            })
-        }
-        _ => None,
+    // The id this run has issued under, if any, and the term it holds it under: a later answer
+    // must be a renewal (or a re-assertion) of it.
+    let (issued_under, held_term) = match before {
+        Standing::Holding {
+            worker_id, term, ..
+        } => (Some(*worker_id), *term),
+        Standing::Refused(Refusal::Lost { .. }) => return keep(),
+        _ => (None, term),
+    };
+    // The id went elsewhere: because the registry's term changed since it was granted (a
+    // failover that lost the lease), or because it ended unrenewed.
+    let lost = |id| {
+        refuse(Refusal::Lost {
+            worker_id: id,
+            forgotten: held_term != term,
+        })
     };
     match answer {
         Answer::Granted { how, grant, .. } => {
             if let Some(id) = issued_under {
-                if how != How::Held || grant.worker_id != id {
+                if !matches!(how, How::Held | How::Reasserted) || grant.worker_id != id {
                     // Someone else held it in between: whatever they issued may overlap
                     // with what this run issues next, and the floor cannot be raised under
                     // running backends.
-                    return refuse(Refusal::Lost { worker_id: id });
+                    return lost(id);
                 }
             }
             Decision {
                 standing: Standing::Holding {
                     worker_id: grant.worker_id,
                     fence_ms,
+                    term,
                 },
                 resume_after_ms: if issued_under.is_some() {
                     0
@@ -330,12 +394,18 @@ pub fn decide(
                 },
             }
         }
+        // A holder keeps its fence: it re-asserts while its lease is live, and is told the id
+        // is gone once the hold-off has ended, if it is.
+        Answer::HoldingOff { until_ms } => match issued_under {
+            Some(_) => keep(),
+            None => refuse(Refusal::HoldingOff { until_ms }),
+        },
         Answer::Conflict {
             worker_id,
             other,
             other_lease_ends_ms,
         } => match issued_under {
-            Some(id) => refuse(Refusal::Lost { worker_id: id }),
+            Some(id) => lost(id),
             None => refuse(Refusal::Conflict {
                 worker_id,
                 other,
@@ -350,7 +420,7 @@ pub fn decide(
             holding,
             first_ends_ms,
         } => match issued_under {
-            Some(id) => refuse(Refusal::Lost { worker_id: id }),
+            Some(id) => lost(id),
             None => refuse(Refusal::OverQuota {
                 held,
                 quota,
@@ -358,6 +428,22 @@ pub fn decide(
                 first_ends_ms,
             }),
         },
+    }
+}
+
+/// The term a holder sends with its claim to re-assert its lease, should the registry have
+/// begun another since (a failover that may have lost it): its own term while its fence lies
+/// more than twice the clock skew ahead of `now_ms` (its clock), so that by the registry's clock
+/// too the lease it held had not ended, and no other holder can have been given the id in a
+/// history the registry lost. None otherwise: the claim is then a new one, held off like any.
+pub fn reassert_term(standing: &Standing, now_ms: u64, skew_ms: u64) -> Option<u64> {
+    match standing {
+        Standing::Holding { fence_ms, term, .. }
+            if *fence_ms > now_ms.saturating_add(skew_ms.saturating_mul(2)) =>
+        {
+            Some(*term)
+        }
+        _ => None,
     }
 }
 
@@ -502,7 +588,8 @@ mod tests {
             d.standing,
             Standing::Holding {
                 worker_id: 7,
-                fence_ms: 31_000
+                fence_ms: 31_000,
+                term: 0,
             }
         );
         assert_eq!(d.resume_after_ms, 0);
@@ -520,7 +607,8 @@ mod tests {
             fixed.standing,
             Standing::Holding {
                 worker_id: 7,
-                fence_ms: 31_000
+                fence_ms: 31_000,
+                term: 0,
             }
         );
         // Under idgen.unverified_worker_id = issue it carries on without the registry: no fence,
@@ -528,6 +616,7 @@ mod tests {
         let unconfirmed = Policy {
             mode: Mode::Fixed(7),
             issue_unconfirmed: true,
+            grace_ms: 0,
         };
         let fixed = decide(
             unconfirmed,
@@ -541,7 +630,8 @@ mod tests {
             fixed.standing,
             Standing::Holding {
                 worker_id: 7,
-                fence_ms: u64::MAX
+                fence_ms: u64::MAX,
+                term: 0,
             }
         );
         assert_eq!(unconfirmed.fence_ms(1_000, 30_000), None);
@@ -556,6 +646,7 @@ mod tests {
         let auto_told_to_issue = Policy {
             mode: Mode::Auto,
             issue_unconfirmed: true,
+            grace_ms: 0,
         };
         assert!(
             auto_told_to_issue.fenced(),
@@ -600,6 +691,7 @@ mod tests {
         let holding = Standing::Holding {
             worker_id: 3,
             fence_ms: 50,
+            term: 0,
         };
         for answer in [
             grant(3, How::TakenOver, 0, 40),
@@ -613,11 +705,17 @@ mod tests {
             let d = decide(Mode::Auto, &holding, answer, 60, 30, 5);
             assert_eq!(
                 d.standing,
-                Standing::Refused(Refusal::Lost { worker_id: 3 })
+                Standing::Refused(Refusal::Lost {
+                    worker_id: 3,
+                    forgotten: false
+                })
             );
         }
         // and it stays stopped, whatever comes next
-        let lost = Standing::Refused(Refusal::Lost { worker_id: 3 });
+        let lost = Standing::Refused(Refusal::Lost {
+            worker_id: 3,
+            forgotten: false,
+        });
         let d = decide(Mode::Auto, &lost, grant(3, How::Held, 0, 0), 70, 30, 5);
         assert_eq!(d.standing, lost);
         // a plain renewal extends the fence and sets no floor
@@ -627,11 +725,139 @@ mod tests {
             Decision {
                 standing: Standing::Holding {
                     worker_id: 3,
-                    fence_ms: 90
+                    fence_ms: 90,
+                    term: 0,
                 },
                 resume_after_ms: 0
             }
         );
+    }
+
+    #[test]
+    fn a_lease_with_a_grace_is_fenced_past_the_lease_by_the_grace() {
+        let policy = Policy {
+            mode: Mode::Auto,
+            issue_unconfirmed: false,
+            grace_ms: 600_000,
+        };
+        assert_eq!(policy.fence_ms(1_000, 30_000), Some(631_000));
+        let d = decide(
+            policy,
+            &Standing::Pending,
+            grant(7, How::Claimed, 0, 0),
+            1_000,
+            30_000,
+            500,
+        );
+        assert_eq!(
+            d.standing,
+            Standing::Holding {
+                worker_id: 7,
+                fence_ms: 631_000,
+                term: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_registry_holding_off_refuses_a_new_run_and_keeps_a_holder_until_it_answers() {
+        let off = Reply {
+            answer: Answer::HoldingOff { until_ms: 9_000 },
+            term: 2,
+        };
+        let d = decide(Mode::Auto, &Standing::Pending, off.clone(), 100, 30, 5);
+        assert_eq!(
+            d.standing,
+            Standing::Refused(Refusal::HoldingOff { until_ms: 9_000 })
+        );
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 500,
+            term: 1,
+        };
+        assert_eq!(
+            decide(Mode::Auto, &holding, off.clone(), 100, 30, 5).standing,
+            holding
+        );
+        // a fixed id issued on unverified is neither confirmed nor refuted by it
+        let issue = Policy {
+            mode: Mode::Fixed(3),
+            issue_unconfirmed: true,
+            grace_ms: 0,
+        };
+        assert_eq!(
+            decide(issue, &Standing::Unverified, off, 100, 30, 5).standing,
+            Standing::Unverified
+        );
+    }
+
+    #[test]
+    fn a_holder_re_asserts_its_lease_in_a_new_term_and_keeps_issuing_under_it() {
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 500,
+            term: 1,
+        };
+        let reply = Reply {
+            answer: grant(3, How::Reasserted, 0, 0),
+            term: 2,
+        };
+        let d = decide(Mode::Auto, &holding, reply, 100, 30, 5);
+        assert_eq!(
+            d,
+            Decision {
+                standing: Standing::Holding {
+                    worker_id: 3,
+                    fence_ms: 130,
+                    term: 2
+                },
+                resume_after_ms: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_lease_lost_across_a_new_term_says_the_registry_forgot_it() {
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 500,
+            term: 1,
+        };
+        let taken = |term| Reply {
+            answer: Answer::Conflict {
+                worker_id: 3,
+                other: "b".into(),
+                other_lease_ends_ms: 99,
+            },
+            term,
+        };
+        assert_eq!(
+            decide(Mode::Auto, &holding, taken(2), 100, 30, 5).standing,
+            Standing::Refused(Refusal::Lost {
+                worker_id: 3,
+                forgotten: true
+            })
+        );
+        assert_eq!(
+            decide(Mode::Auto, &holding, taken(1), 100, 30, 5).standing,
+            Standing::Refused(Refusal::Lost {
+                worker_id: 3,
+                forgotten: false
+            })
+        );
+    }
+
+    #[test]
+    fn a_holder_re_asserts_only_while_its_fence_is_beyond_twice_the_skew() {
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 10_000,
+            term: 7,
+        };
+        assert_eq!(reassert_term(&holding, 7_999, 1_000), Some(7));
+        assert_eq!(reassert_term(&holding, 8_000, 1_000), None);
+        assert_eq!(reassert_term(&Standing::Pending, 0, 0), None);
+        assert_eq!(reassert_term(&Standing::Unverified, 0, 0), None);
     }
 
     #[test]
@@ -667,6 +893,7 @@ mod tests {
         let holding = Standing::Holding {
             worker_id: 3,
             fence_ms: 99,
+            term: 0,
         };
         for (mode, before) in [
             (Mode::Auto, Standing::Pending),
@@ -687,6 +914,7 @@ mod tests {
         let issue = Policy {
             mode: Mode::Fixed(4),
             issue_unconfirmed: true,
+            grace_ms: 0,
         };
         for how in [How::Claimed, How::Held] {
             let d = decide(issue, &Standing::Unverified, grant(4, how, 0, 0), 1, 30, 5);
@@ -694,7 +922,8 @@ mod tests {
                 d.standing,
                 Standing::Holding {
                     worker_id: 4,
-                    fence_ms: u64::MAX
+                    fence_ms: u64::MAX,
+                    term: 0,
                 }
             );
             assert_eq!(
@@ -722,7 +951,10 @@ mod tests {
         );
         assert_eq!(
             d.standing,
-            Standing::Refused(Refusal::Lost { worker_id: 4 })
+            Standing::Refused(Refusal::Lost {
+                worker_id: 4,
+                forgotten: false
+            })
         );
     }
 
@@ -767,10 +999,14 @@ mod tests {
         let held = Standing::Holding {
             worker_id: 4,
             fence_ms: 31,
+            term: 0,
         };
         assert_eq!(
             decide(Mode::Auto, &held, over(), 2, 30, 5).standing,
-            Standing::Refused(Refusal::Lost { worker_id: 4 })
+            Standing::Refused(Refusal::Lost {
+                worker_id: 4,
+                forgotten: false
+            })
         );
     }
 
@@ -792,6 +1028,7 @@ mod tests {
         let held = Standing::Holding {
             worker_id: 1,
             fence_ms: 9,
+            term: 0,
         };
         assert_eq!(decide_unanswered(Mode::Auto, &held, false), held);
     }
