@@ -14,7 +14,12 @@ The topology:
 - w3: a third writer with a fixed worker id (3) and no registry, the default set-up: its horizon
   is all that keeps a restart from reissuing its ids (a registry member also resumes above what
   the registry recorded of its horizon, so a server that forgot its own is still kept safe there).
-- registry: plain PostgreSQL with sql/registry/idgen_registry.sql.
+- registry, registry_b: plain PostgreSQL with sql/registry/idgen_registry.sql, and its asynchronous
+  standby, streaming through a relay; every member names both hosts with
+  target_session_attrs=read-write, w2 through relays of its own that registry_failover cuts.
+  w2 issues with a grace (GRACE_MS) longer than any registry outage here; the lineage with none.
+- w4: a newcomer with idgen.worker_id = auto, made anew (a new server) and started by each
+  registry_failover, right after the promotion.
 
 The load, on both writers at once until the schedule ends: pgbench clients inserting rows whose
 keys are DEFAULT snowflake_next() and uuid_v7() (no unique constraint anywhere: a duplicate is
@@ -39,6 +44,10 @@ w3: ALWAYS); a failover to the synchronous standby, or to the asynchronous one (
 documented gap, which the checker excuses by name, id by id), a cut link (held: nothing passes; or
 dropped: connections closed and refused), a SELECT client's link cut mid-call, a registry outage,
 and a slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then one without).
+A registry failover (registry_failover, in every schedule, drawn last): the standby's link held,
+w2 restarted so that it claims an id only the primary records, w2 cut off from the registry, the
+primary killed, the standby promoted, the newcomer w4 claiming from it at once; the promoted
+registry must hold w4 off rather than hand it w2's id.
 Then the faults that change an id's space between restarts (CONFIG_KINDS), each in every schedule:
 w3 restarted (clean stop or crash) under another idgen.epoch (the first always a later one, 2-4 s:
 more than idgen.max_clock_wait, so it is refused until its ids sort above the old ones, and taken
@@ -131,7 +140,18 @@ CONFIG_KINDS = {
     "standby_unlike": ("sync", "async"),  # a standby under another epoch, amount s
     "registry_other_epoch": ("w2",),  # w2 under another epoch, refused by the registry, amount s
 }
-ALL_KINDS = {**KINDS, **CONFIG_KINDS}
+# The registry failed over to an asynchronous standby that missed w2's last claim, w2 cut off from
+# it meanwhile (amount s after the newcomer w4 starts), and w4 claiming from the promoted one: one
+# in every schedule's middle half and one more every CONFIG_EVERY_S, drawn after everything else.
+REGISTRY_KINDS = {"registry_failover": ("registry",)}
+ALL_KINDS = {**KINDS, **CONFIG_KINDS, **REGISTRY_KINDS}
+REGISTRY_SERVERS = ("registry", "registry_b")
+LEASE_MS = 3_000
+# The auto servers' idgen.lease_grace: longer than any registry outage or failover the schedule
+# makes, so w2 issues through each. The lineage keeps none (a failover of it is taken at the
+# lease's end, as the schedule's timings assume). The registry's hold-off after a failover is
+# its max_lease_ms + max_grace_ms: LEASE_MS + GRACE_MS.
+GRACE_MS = 15_000
 CONFIG_EVERY_S = 150
 LATER_EPOCH_S = (2.0, 4.0)  # beyond idgen.max_clock_wait (1 s): refused, then taken after the moment
 # What standby_unlike and registry_other_epoch add to the epoch: an earlier one, which a server's own
@@ -213,6 +233,12 @@ def schedule(seed, seconds, mean_gap_s=3.0, config=True):
                     amount = round(rng.uniform(*LATER_EPOCH_S) if mode == "epoch_later"
                                    else rng.uniform(1.0, 30.0) if mode == "epoch_earlier" else 0.0, 3)
                 faults.append(Fault(round(at, 3), kind, target, amount, mode))
+        for kind in sorted(REGISTRY_KINDS):
+            for k in range(max(1, int(seconds // CONFIG_EVERY_S))):
+                at = (rng.uniform(0.25 * seconds, min(0.75 * seconds, seconds - 5)) if k == 0
+                      else rng.uniform(5.0, seconds - 5))
+                faults.append(Fault(round(at, 3), kind, rng.choice(REGISTRY_KINDS[kind]),
+                                    round(rng.uniform(1.0, 3.0), 3)))
     return sorted(faults, key=lambda f: f.at_s)
 
 
@@ -525,7 +551,11 @@ class Run:
         self.relays = {}
         self.client_relays = {}  # role -> the relay one SELECT client reaches that role's server by (client_cut)
         self.roles = {}  # primary / sync / async -> a, b or c
-        self.timeline = {name: 1 for name in (*LINEAGE, "w2", "w3")}  # promotions counted here
+        self.registry_roles = {"primary": "registry", "standby": "registry_b"}
+        self.registry_links = {}  # registry server -> the relay w2 reaches it by (registry_failover cuts it)
+        self.registry_relays = {}  # registry server -> the link it streams by while it is the standby
+        self.joined = threading.Event()  # w4, the newcomer, has started (at the first registry_failover)
+        self.timeline = {name: 1 for name in (*LINEAGE, "w2", "w3", "w4")}  # promotions counted here
         self.promotions = []
         self.heal_log = []  # what heal() had to repair after the schedule
         self.salvaged = set()  # rows read from a standby before it was rewound or rebuilt
@@ -539,10 +569,10 @@ class Run:
         self.errors = {}  # (server, SQLSTATE or class) -> count, on the load
         self.pgbench_restarts = 0
         self.rows_read = 0  # rows read (at the end, and before a rewind), every copy counted
-        self.w2_worker_ids = set()
+        self.auto_ids = {"w2": set(), "w4": set()}  # every worker id each auto server held
         # each writer's id space as configured now: idgen.epoch, idgen.layout, idgen.worker_id
         self.space = {name: {"epoch": EPOCH_MS, "layout": "twitter", "worker": w}
-                      for name, w in (("a", 1), ("b", 1), ("c", 1), ("w2", "auto"), ("w3", 3))}
+                      for name, w in (("a", 1), ("b", 1), ("c", 1), ("w2", "auto"), ("w3", 3), ("w4", "auto"))}
         self.stopping = threading.Event()
 
     # -- clock -------------------------------------------------------------------------------
@@ -556,7 +586,8 @@ class Run:
     # -- set-up ------------------------------------------------------------------------------
     def build(self):
         # its clock steps too (within the skew): its SQL now() is the registry's clock
-        reg = Server(self.cluster, self.base, "registry", [], clock="server")
+        reg_own = ["listen_addresses = '127.0.0.1'", "wal_keep_size = '64MB'", "log_min_messages = warning"]
+        reg = Server(self.cluster, self.base, "registry", reg_own, clock="server")
         self.servers["registry"] = reg
         reg.initdb()
         reg.write_own()
@@ -566,18 +597,37 @@ class Run:
                                str(reg.port), "-d", "registry", "-f", REGISTRY_SQL], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"installing the registry: {done.stderr}")
-        for role in ("lineage", "w2"):
+        for role in ("lineage", "w2", "w4"):
             reg.q(f"CREATE ROLE {role} LOGIN IN ROLE idgen_fleet", db="registry")
         # the fleet's clock skew (idgen.max_clock_skew below), which the registry's clock steps use
         # too: what a member reports ahead of the registry's clock is bounded by it
-        reg.q(f"UPDATE idgen_registry.clock SET max_clock_skew_ms = {SKEW_MS}", db="registry")
+        # and the longest lease and grace its members ask for: a promoted registry holds off new
+        # leases that long
+        reg.q(f"UPDATE idgen_registry.clock SET max_clock_skew_ms = {SKEW_MS}, max_lease_ms = {LEASE_MS}, "
+              f"max_grace_ms = {GRACE_MS}", db="registry")
+        # its asynchronous standby, which a held link keeps from the last claims (registry_failover)
+        reg_b = Server(self.cluster, self.base, "registry_b", reg_own, clock="server")
+        self.servers["registry_b"] = reg_b
+        for name in REGISTRY_SERVERS:
+            self.registry_relays[name] = Relay(reg.port)
+        reg_b.base_backup_from(reg, self.registry_relays["registry_b"].port)
+        reg_b.start()
+        _wait(lambda: reg.q("SELECT 1 FROM pg_stat_replication WHERE application_name = 'registry_b'"),
+              "registry_b streaming", 60)
+        for name in REGISTRY_SERVERS:
+            self.registry_links[name] = Relay(self.servers[name].port)
+        # both hosts, as a fleet names a registry with a standby: libpq takes the one that writes
+        both = (f"host={reg.socket_dir},{reg_b.socket_dir} port={reg.port},{reg_b.port} "
+                "target_session_attrs=read-write")
+        # w2's through relays of its own, which registry_failover cuts: it then issues on its grace
+        w2_links = (f"host=127.0.0.1,127.0.0.1 port={self.registry_links['registry'].port},"
+                    f"{self.registry_links['registry_b'].port} target_session_attrs=read-write")
 
-        def member(user, worker):
+        def member(user, worker, hosts=both, grace_ms=0):
             return ["shared_preload_libraries = 'idgen'", f"idgen.worker_id = {worker}",
-                    f"idgen.registry = 'host={reg.socket_dir} port={reg.port} dbname=registry user={user}'",
-                    # no grace: the schedule's registry faults are measured against the lease's end
-                    "idgen.lease = '3s'", "idgen.lease_grace = '0'", f"idgen.max_clock_skew = '{SKEW_MS}ms'",
-                    *space_lines(EPOCH_MS, "twitter")]
+                    f"idgen.registry = '{hosts} dbname=registry user={user}'",
+                    f"idgen.lease = '{LEASE_MS}ms'", f"idgen.lease_grace = '{grace_ms}ms'",
+                    f"idgen.max_clock_skew = '{SKEW_MS}ms'", *space_lines(EPOCH_MS, "twitter")]
 
         common = ["listen_addresses = '127.0.0.1'", "max_connections = 40", "wal_log_hints = on", "chaos.timeline = 1",
                   "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
@@ -614,7 +664,7 @@ class Run:
             w2_conf = [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 1",
                        *space_lines(EPOCH_MS, "twitter")]
         else:
-            w2_conf = [*common, *member("w2", "auto")]
+            w2_conf = [*common, *member("w2", "auto", w2_links, GRACE_MS)]
         w2 = Server(self.cluster, self.base, "w2", w2_conf)
         self.servers["w2"] = w2
         w2.initdb()
@@ -623,6 +673,8 @@ class Run:
         w2.q("CREATE EXTENSION idgen")
         w2.q(TABLE)
         w2.q("CREATE PUBLICATION chaos FOR TABLE events")
+        # the newcomer: made and started by the first registry_failover, anew by each one after it
+        self.servers["w4"] = Server(self.cluster, self.base, "w4", [*common, *member("w4", "auto", both, GRACE_MS)])
         w3 = Server(self.cluster, self.base, "w3",
                     [*common, "shared_preload_libraries = 'idgen'", "idgen.worker_id = 3",
                      *space_lines(EPOCH_MS, "twitter")])
@@ -669,6 +721,9 @@ class Run:
             else:
                 name, timeline = role, self.timeline[role]
             server = self.servers[name]
+            if name == "w4" and not self.joined.is_set():
+                time.sleep(0.2)
+                continue
             try:
                 if relay is None:
                     conn = server.connect(timeout=2)
@@ -696,8 +751,8 @@ class Run:
                                                                      layout=layout))
                             self.history.append(history_check.Issued(name, timeline, "uuid", uuid.UUID(u).int,
                                                                      started, finished))
-                        if name == "w2" and worker is not None:
-                            self.w2_worker_ids.add(worker)
+                        if name in self.auto_ids and worker is not None:
+                            self.auto_ids[name].add(worker)
                         time.sleep(self.args.pause_ms / 1000)
             except Exception as e:
                 self._count_error(name, e)
@@ -714,6 +769,9 @@ class Run:
         while not self.stopping.is_set():
             name = self.writer(role)
             server = self.servers[name]
+            if name == "w4" and not self.joined.is_set():
+                time.sleep(0.2)
+                continue
             left = int(self.stop_at - time.monotonic())
             if left < 1:
                 return
@@ -731,14 +789,17 @@ class Run:
                 time.sleep(0.3)
 
     def lease_watch(self):
-        """Notes every worker id w2 holds (its rows carry no worker id of their own)."""
+        """Notes every worker id w2 and w4 hold (their rows carry no worker id of their own)."""
         while not self.stopping.is_set():
-            try:
-                w = self.servers["w2"].one("SELECT worker_id FROM idgen_lease_status()", timeout_s=5)
-                if w is not None:
-                    self.w2_worker_ids.add(w)
-            except Exception:
-                pass
+            for name in self.auto_ids:
+                if name == "w4" and not self.joined.is_set():
+                    continue
+                try:
+                    w = self.servers[name].one("SELECT worker_id FROM idgen_lease_status()", timeout_s=5)
+                    if w is not None:
+                        self.auto_ids[name].add(w)
+                except Exception:
+                    pass
             time.sleep(0.5)
 
     # -- faults -------------------------------------------------------------------------------
@@ -747,6 +808,8 @@ class Run:
         failover to end: a fault due on w2, w3, the registry or the subscriber begins when it is
         due (seed 1002 once saw a 21-second failover hold a clock step on w3 back by 19 s, and
         w3's SELECT clients idle as long)."""
+        if role == "registry":
+            return self.registry_roles["primary"]
         if role not in LINEAGE_ROLES:
             return role
         with self.topology:
@@ -776,7 +839,7 @@ class Run:
             name = self.resolve(role)
             s = self.servers[name]
             s.lock.acquire()
-            if self.roles.get(role, role) == name:
+            if (self.registry_roles["primary"] if role == "registry" else self.roles.get(role, role)) == name:
                 break
             s.lock.release()
         try:
@@ -838,7 +901,7 @@ class Run:
         back 10 s and, while w3 restarted, a step put it at +1.6 s: the step back came to
         nothing). The registry's is set to the amount: it stays within the skew it assumes."""
         name = self.resolve(f.target)
-        if name == "registry":
+        if name in REGISTRY_SERVERS:
             offset = self._set_clock(name, False, to=f.amount)
         else:
             offset = self._set_clock(name, False, by=f.amount)
@@ -883,12 +946,94 @@ class Run:
         return f"{f.target}'s client link {f.mode} for {f.amount} s"
 
     def do_registry_outage(self, f):
-        reg = self.servers["registry"]
-        with reg.lock:
+        with self._locked("registry") as reg:
             reg.stop("immediate")
             time.sleep(f.amount)
             reg.start()
-        return f"registry down for {f.amount} s"
+        return f"registry ({reg.name}) down for {f.amount} s"
+
+    def _salvage(self, s):
+        """Keeps every row of a server about to lose its data directory, for the checker."""
+        rows = s.q(f"SELECT {ROW} FROM events", timeout_s=120)
+        self.rows_read += len(rows)
+        self.rows_read_before_rewinds += len(rows)
+        self.salvaged.update(rows)
+
+    def do_registry_failover(self, f):
+        """The registry fails over to an asynchronous standby that missed w2's last claim: the
+        standby's link held, w2 crashed and restarted (it claims an id anew, which only the primary
+        records), w2 cut off from the registry, the primary killed, the standby promoted. Then a
+        newcomer (w4, a new server: its data directory made anew each time) starts and claims from
+        the promoted registry, which must hold it off until every lease it may have lost has ended
+        (w2's included) rather than hand it w2's id; w2 is reconnected amount s after w4 starts,
+        having issued on its grace throughout, and re-asserts its lease. The old primary is rebuilt
+        as the new one's standby."""
+        w2, w4 = self.servers["w2"], self.servers["w4"]
+        old, new = (self.servers[self.registry_roles[r]] for r in ("primary", "standby"))
+        locks = sorted((w2, w4, old, new), key=lambda s: s.name)
+        for s in locks:
+            s.lock.acquire()
+        try:
+            if self.joined.is_set():
+                self._salvage(w4)
+                w4.stop("immediate")
+            shutil.rmtree(w4.data_dir, ignore_errors=True)
+            w4.initdb()
+            w4.write_own()
+            self.registry_relays[new.name].hold()  # the standby receives nothing from here on
+            w2.stop("immediate")
+            w2.start()
+            issued, _, said = self._issues_within(w2, 30, restart_on_refusal=False)
+            if not issued:
+                raise RuntimeError(f"w2 issued nothing within 30 s of its restart ({said})")
+            lost = w2.one("SELECT worker_id FROM idgen_lease_status()")
+            self.auto_ids["w2"].add(lost)
+            for link in self.registry_links.values():
+                link.drop()
+            try:
+                old.stop("immediate")
+                at = time.monotonic()
+                subprocess.run([new.bin("pg_ctl"), "promote", "-D", new.data_dir, "-w", "-t", "60"],
+                               capture_output=True, text=True, check=True)
+                _wait(lambda: not new.one("SELECT pg_is_in_recovery()"), f"{new.name} out of recovery", 60)
+                self.registry_roles = {"primary": new.name, "standby": old.name}
+                w4.start()
+                w4.q("CREATE EXTENSION idgen")
+                w4.q(TABLE)
+                self.joined.set()
+                time.sleep(f.amount)
+            finally:
+                for link in self.registry_links.values():
+                    link.restore()
+        except BaseException:
+            for s in (old, new):
+                s.lock.release()
+            raise
+        finally:
+            for s in reversed(locks):
+                if s not in (old, new):
+                    s.lock.release()
+        try:
+            # the newcomer's first id: after the hold-off (LEASE_MS + GRACE_MS from the promotion)
+            issued, _, said = self._issues_within(w4, (LEASE_MS + GRACE_MS) / 1000 + 30, restart_on_refusal=False)
+            took = time.monotonic() - at
+            got = w4.one("SELECT worker_id FROM idgen_lease_status()") if issued else None
+            if got is not None:
+                self.auto_ids["w4"].add(got)
+            # the old primary, rebuilt as the new one's standby
+            self.registry_relays[old.name].point_at(new.port)
+            old.base_backup_from(new, self.registry_relays[old.name].port)
+            old.start()
+            self.registry_relays[new.name].point_at(old.port)  # for when new is the standby again
+            self.registry_relays[new.name].restore()
+        finally:
+            old.lock.release()
+            new.lock.release()
+        if not issued:
+            raise RuntimeError(f"w4 issued nothing within the hold-off and 30 s more ({said})")
+        return (f"registry: {old.name} -> {new.name}, which missed w2's claim of worker id {lost}; w2 cut off "
+                f"for {f.amount} s after w4 started; w4 issued with worker id {got} {took:.1f} s after the "
+                f"promotion; {old.name} rebuilt as the standby")
 
     def do_slow_push(self, f):
         with self._locked(f.target) as s:
@@ -1117,9 +1262,10 @@ class Run:
         """Every server up, every standby following the primary's timeline and replayed to its end,
         the subscriber caught up. A standby that does not follow or does not catch up is re-attached
         (what the run's last failover may have left), and said in the report's healing notes."""
-        for relay in (*self.relays.values(), *self.client_relays.values()):
+        for relay in (*self.relays.values(), *self.client_relays.values(), *self.registry_links.values(),
+                      *self.registry_relays.values()):
             relay.restore()
-        for name in ("registry", "a", "b", "c", "w2", "w3", "sub"):
+        for name in (*REGISTRY_SERVERS, "a", "b", "c", "w2", "w3", "sub", *(["w4"] if self.joined.is_set() else [])):
             s = self.servers[name]
             if not s.running():
                 s.start()
@@ -1152,15 +1298,16 @@ class Run:
     def stored(self):
         """Every row of every server (a copy on a standby or the subscriber names its writer)."""
         found = set(self.salvaged)  # a row's copies (standbys, the subscriber) are one hand-out: read once
-        for name in ("a", "b", "c", "w2", "w3", "sub"):
+        for name in ("a", "b", "c", "w2", "w3", "sub", *(["w4"] if self.joined.is_set() else [])):
             rows = self.servers[name].q(f"SELECT {ROW} FROM events", timeout_s=600)
             self.rows_read += len(rows)
             found.update(rows)
-        w2_ids = sorted(self.w2_worker_ids)
+        auto = {name: sorted(ids) for name, ids in self.auto_ids.items()}
         out = []
         for sid, u, issuer, tl, epoch, layout, wk in found:
-            # an automatic id is not in the row: w2's, if it only ever held one
-            worker = int(wk) if wk.isdigit() else (w2_ids[0] if len(w2_ids) == 1 else None)
+            # an automatic id is not in the row: its writer's, if it only ever held one
+            held = auto.get(issuer, [])
+            worker = int(wk) if wk.isdigit() else (held[0] if len(held) == 1 else None)
             out.append(history_check.Issued(issuer, tl, "snowflake", sid, 0, 0, worker_id=worker, stored=True,
                                             epoch_ms=epoch, layout=layout))
             out.append(history_check.Issued(issuer, tl, "uuid", uuid.UUID(u).int, 0, 0, stored=True))
@@ -1177,13 +1324,13 @@ class Run:
         self.t0 = time.monotonic()
         self.stop_at = self.t0 + self.args.seconds
         load = [threading.Thread(target=self.select_client, args=(r,), daemon=True)
-                for r in ("primary", "primary", "w2", "w2", "w3")]
+                for r in ("primary", "primary", "w2", "w2", "w3", "w4")]
         with self.topology:
             for r in ("primary", "w2", "w3"):
                 self.client_relays[r] = Relay(self.servers[self.writer(r)].port)
                 load.append(threading.Thread(target=self.select_client, args=(r, self.client_relays[r]), daemon=True))
         load += [threading.Thread(target=self.pgbench_keeper, args=(r, script), daemon=True)
-                 for r in ("primary", "w2", "w3")]
+                 for r in ("primary", "w2", "w3", "w4")]
         load.append(threading.Thread(target=self.lease_watch, daemon=True))
         for t in load:
             t.start()
@@ -1212,7 +1359,8 @@ class Run:
 
     def close(self):
         self.stopping.set()
-        for relay in (*self.relays.values(), *self.client_relays.values()):
+        for relay in (*self.relays.values(), *self.client_relays.values(), *self.registry_links.values(),
+                      *self.registry_relays.values()):
             relay.close()
         for s in self.servers.values():
             try:

@@ -53,6 +53,16 @@ def test_every_schedule_changes_an_id_space_at_each_door_and_first_w3s_epoch_to_
         assert [f for f in faults if f.kind in chaos.KINDS] == chaos.schedule(seed, 40, config=False)
 
 
+def test_every_schedule_fails_the_registry_over_in_its_middle_half_after_drawing_everything_else():
+    """make test's 40-second schedule holds, whatever the seed, one failover of the registry to a
+    standby that missed w2's last claim, late enough for w2 to hold a lease and early enough for
+    the newcomer to wait out the hold-off within the fault's own time."""
+    for seed in range(200):
+        faults = chaos.schedule(seed, 40)
+        (failover,) = [f for f in faults if f.kind == "registry_failover"]
+        assert 10 <= failover.at_s <= 35 and 1.0 <= failover.amount <= 3.0, (seed, failover)
+
+
 def test_clocks_are_set_back_further_than_a_restart_or_a_promotion_takes():
     """A server that forgot its horizon resumes below its old ids only if its clock went back
     further than its restart took (a few seconds here): the large steps are 10 s or more."""
