@@ -969,10 +969,18 @@ class Run:
         having issued on its grace throughout, and re-asserts its lease. The old primary is rebuilt
         as the new one's standby."""
         w2, w4 = self.servers["w2"], self.servers["w4"]
-        old, new = (self.servers[self.registry_roles[r]] for r in ("primary", "standby"))
-        locks = sorted((w2, w4, old, new), key=lambda s: s.name)
-        for s in locks:
-            s.lock.acquire()
+        while True:
+            # not while registry_other_epoch has w2 under another epoch (it holds w2's lock only
+            # while it restarts w2): w2 must issue from its registry before the failover
+            _wait(lambda: self.space["w2"]["epoch"] == EPOCH_MS, "w2 back under its registry's epoch", 60)
+            old, new = (self.servers[self.registry_roles[r]] for r in ("primary", "standby"))
+            locks = sorted((w2, w4, old, new), key=lambda s: s.name)
+            for s in locks:
+                s.lock.acquire()
+            if self.space["w2"]["epoch"] == EPOCH_MS:
+                break
+            for s in reversed(locks):
+                s.lock.release()
         try:
             if self.joined.is_set():
                 self._salvage(w4)
