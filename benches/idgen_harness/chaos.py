@@ -960,8 +960,9 @@ class Run:
         self.salvaged.update(rows)
 
     def do_registry_failover(self, f):
-        """The registry fails over to an asynchronous standby that missed w2's last claim: the
-        standby's link held, w2 crashed and restarted (it claims an id anew, which only the primary
+        """The registry fails over to an asynchronous standby that missed w2's last claim: w2 stopped
+        cleanly (its lease given back and freed by the owner, which the standby replays), the
+        standby's link held, w2 started (it claims a never-leased id, which only the primary
         records), w2 cut off from the registry, the primary killed, the standby promoted. Then a
         newcomer (w4, a new server: its data directory made anew each time) starts and claims from
         the promoted registry, which must hold it off until every lease it may have lost has ended
@@ -988,8 +989,17 @@ class Run:
             shutil.rmtree(w4.data_dir, ignore_errors=True)
             w4.initdb()
             w4.write_own()
-            self.registry_relays[new.name].hold()  # the standby receives nothing from here on
-            w2.stop("immediate")
+            # w2 stops cleanly, giving its lease back, and the owner frees the id (as for a server
+            # gone for good), so that w2's next claim is of an id never leased, the first one a
+            # newcomer would take too. The standby replays that, then receives nothing more: w2's
+            # claim at its start is one the standby never sees, and a registry promoted from it
+            # would hand that id to the newcomer at once if it did not know its term is new.
+            before = w2.one("SELECT worker_id FROM idgen_lease_status()")
+            w2.stop("fast")
+            old.q(f"SELECT idgen_registry.free({int(before)})", db="registry")
+            lsn = old.one("SELECT pg_current_wal_flush_lsn()")
+            _wait(lambda: replayed(new, lsn), f"{new.name} replaying w2's release", 60)
+            self.registry_relays[new.name].hold()
             w2.start()
             issued, _, said = self._issues_within(w2, 30, restart_on_refusal=False)
             if not issued:
