@@ -154,6 +154,7 @@ class Member:
     """One Patroni member and its PostgreSQL server."""
 
     def __init__(self, stack, name, worker_id):
+        """worker_id None: a plain PostgreSQL server, without idgen (a registry's)."""
         self.stack, self.name = stack, name
         self.dir = os.path.join(stack.base, name)
         self.data_dir = os.path.join(self.dir, "data")
@@ -214,10 +215,6 @@ class Member:
                                    "rewind": {"username": "postgres"}},
                 "parameters": {
                     "unix_socket_directories": self.socket_dir,
-                    "shared_preload_libraries": "idgen",
-                    "idgen.worker_id": worker_id,
-                    # A new leader waits for its clock (CLOCK_STEP_S behind) to reach the horizon.
-                    "idgen.max_clock_wait": "60s",
                     "logging_collector": "on", "log_directory": self.log_dir,
                     "log_filename": "postgresql-%Y%m%d%H%M%S.log", "log_min_messages": "warning",
                 },
@@ -225,6 +222,13 @@ class Member:
                            "host replication all 127.0.0.1/32 trust"],
             },
         }
+        if worker_id is not None:
+            config["postgresql"]["parameters"].update({
+                "shared_preload_libraries": "idgen",
+                "idgen.worker_id": worker_id,
+                # A new leader waits for its clock (CLOCK_STEP_S behind) to reach the horizon.
+                "idgen.max_clock_wait": "60s",
+            })
         with open(self.config, "w") as f:
             json.dump(config, f, indent=1)   # JSON is YAML
 
@@ -279,14 +283,14 @@ class Member:
 
     # ---- talking to it ------------------------------------------------------------------
 
-    def connect(self, **kwargs):
-        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
+    def connect(self, dbname="postgres", **kwargs):
+        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=dbname,
                                 connect_timeout=3, **kwargs)
         conn.autocommit = True
         return conn
 
-    def q(self, sql):
-        conn = self.connect()
+    def q(self, sql, db="postgres"):
+        conn = self.connect(dbname=db)
         try:
             with conn.cursor() as cur:
                 cur.execute(sql)

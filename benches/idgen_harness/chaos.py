@@ -994,6 +994,11 @@ class Run:
             # newcomer would take too. The standby replays that, then receives nothing more: w2's
             # claim at its start is one the standby never sees, and a registry promoted from it
             # would hand that id to the newcomer at once if it did not know its term is new.
+            # w2 holding a lease: one an earlier fault made it lose (a lost automatic lease is
+            # not replaced under running backends) is claimed anew by a restart
+            issued, _, said = self._issues_within(w2, 30, restart_on_refusal=True)
+            if not issued:
+                raise RuntimeError(f"w2 issued nothing within 30 s before the registry's failover ({said})")
             before = w2.one("SELECT worker_id FROM idgen_lease_status()")
             w2.stop("fast")
             old.q(f"SELECT idgen_registry.free({int(before)})", db="registry")

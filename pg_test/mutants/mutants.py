@@ -193,6 +193,17 @@ MUTANTS = [
          "test_a_server_cut_off_from_the_registry_issues_through_its_grace_and_its_id_goes_to_no_other_server",),
     ),
     Mutant(
+        "grace-not-in-the-fence",
+        "a server holding a lease issues through its grace while the registry is down or failing over",
+        "src/core/src/lease.rs",
+        "                .saturating_add(self.grace_ms)\n",
+        "                .saturating_add(0)\n",
+        ("pg_test/test_registry.py::"
+         "test_writes_go_on_through_a_registry_outage_longer_than_the_lease_and_no_id_is_made_twice",
+         "pg_test/test_registry_patroni.py::"
+         "test_the_registry_on_patroni_with_synchronous_mode_loses_its_leader_under_three_writers_and_stops_none"),
+    ),
+    Mutant(
         "registry-floor-unnamed",
         "a server held back by what the registry recorded names the registry and the holder, not its own clock",
         "src/pg/registry/state.rs",
