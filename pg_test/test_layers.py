@@ -182,7 +182,9 @@ def python_files(folder):
     """The Python files under a folder, relative to ROOT: *.py, and the scripts whose first line
     names python (benches/run, benches/speed, ...)."""
     for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, folder)):
-        dirnames[:] = [d for d in dirnames if d not in ("node_modules", "target", "__pycache__")]
+        # what tools leave behind (a ruff cache holds binary files whose first line names python)
+        dirnames[:] = [d for d in dirnames
+                       if d not in ("node_modules", "target", "__pycache__") and not d.startswith(".")]
         for name in filenames:
             path = os.path.join(dirpath, name)
             if not name.endswith(".py"):
