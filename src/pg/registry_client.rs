@@ -1,12 +1,11 @@
-//! The registry's client side: libpq, asynchronously, so that a registry that stops answering
-//! (a partition, a stopped host) costs the lease worker a deadline, never a hang. Knows the
-//! registry's two calls, `idgen_registry.claim()` and `release()`, and nothing of shared memory.
+//! The registry's client side: its two calls, `idgen_registry.claim()` and `release()`, over
+//! `libpq` (asynchronous, so that a registry that stops answering costs the lease worker a
+//! deadline, never a hang), and nothing of shared memory.
 
+use crate::pg::libpq::{self, Conn, Rows};
 use idgen_core::lease::{self, Answer, Grant, How, Reply};
-use pq_sys as pq;
-use std::ffi::{c_char, c_int, CStr, CString};
-use std::ptr;
-use std::time::{Duration, Instant};
+use std::ffi::{c_int, CStr, CString};
+use std::time::Duration;
 
 /// How long a connection attempt, and then one claim, may take.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(5);
@@ -32,36 +31,7 @@ impl Failure {
 /// Parses a connection string as libpq does and checks it (no password in it). The error is
 /// libpq's or ours, for the setting's check hook.
 pub fn check_conninfo(conninfo: &str) -> Result<(), String> {
-    let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
-    let mut errmsg: *mut c_char = ptr::null_mut();
-    let options = unsafe { pq::PQconninfoParse(text.as_ptr(), &mut errmsg) };
-    if options.is_null() {
-        let why = if errmsg.is_null() {
-            "libpq could not parse it (out of memory?)".to_string()
-        } else {
-            let why = unsafe { CStr::from_ptr(errmsg) }
-                .to_string_lossy()
-                .trim()
-                .to_string();
-            unsafe { pq::PQfreemem(errmsg.cast()) };
-            why
-        };
-        return Err(why);
-    }
-    let mut pairs = Vec::new();
-    let mut at = options;
-    unsafe {
-        while !(*at).keyword.is_null() {
-            if !(*at).val.is_null() {
-                pairs.push((
-                    CStr::from_ptr((*at).keyword).to_string_lossy().into_owned(),
-                    CStr::from_ptr((*at).val).to_string_lossy().into_owned(),
-                ));
-            }
-            at = at.add(1);
-        }
-        pq::PQconninfoFree(options);
-    }
+    let pairs = libpq::parse_conninfo(conninfo)?;
     lease::check_conninfo(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
@@ -69,7 +39,7 @@ pub fn check_conninfo(conninfo: &str) -> Result<(), String> {
 pub struct Registry {
     conninfo: CString,
     application_name: CString,
-    conn: *mut pq::PGconn,
+    conn: Conn,
 }
 
 /// What the lease worker sends with each claim.
@@ -120,7 +90,7 @@ impl Registry {
         Registry {
             conninfo: CString::new(conninfo).unwrap_or_default(),
             application_name: CString::new(application_name).unwrap_or_default(),
-            conn: ptr::null_mut(),
+            conn: Conn::new("the registry"),
         }
     }
 
@@ -141,15 +111,17 @@ impl Registry {
             claim.term.map(|t| t.to_string()), // NULL: a new claim
         ];
         // Named on both sides: the arguments by their names, the row by its columns' names.
-        let result = self.call(
+        let result = self.conn.call(
             c"SELECT * FROM idgen_registry.claim(p_holder => $1, p_run => $2, p_holder_name => $3, p_worker_id => $4::integer, p_lease_ms => $5::integer, p_horizon_ms => $6::bigint, p_fence_ms => $7::bigint, p_layout => $8, p_epoch_ms => $9::bigint, p_grace_ms => $10::integer, p_term => $11::bigint)",
             &params,
+            CALL_DEADLINE,
             stop,
-            |res| read_result(res, claim.max_worker),
+            |rows| Ok(read_reply(rows, claim.max_worker)),
         );
+        let result = result.map_err(|f| failure_of(f, "claim")).and_then(|r| r);
         if result.as_ref().is_err_and(|f| !f.misconfigured) {
             // The connection may be half-dead: start afresh next time.
-            self.close();
+            self.conn.close();
         }
         result
     }
@@ -169,227 +141,46 @@ impl Registry {
             Some(run.to_string()),
             Some(last_ms.to_string()),
         ];
-        self.call(
-            c"SELECT idgen_registry.release($1, $2, $3::bigint)",
-            &params,
-            &never,
-            |res| {
-                if unsafe { pq::PQresultStatus(res) } != pq::ExecStatusType::PGRES_TUPLES_OK {
-                    return Err(failure_of(res, "release"));
-                }
-                let released = unsafe {
-                    (pq::PQntuples(res) == 1 && pq::PQgetisnull(res, 0, 0) == 0)
-                        .then(|| CStr::from_ptr(pq::PQgetvalue(res, 0, 0)).to_string_lossy())
-                        .and_then(|t| t.parse::<u16>().ok())
-                };
-                Ok(released)
-            },
-        )
-    }
-
-    fn close(&mut self) {
-        if !self.conn.is_null() {
-            unsafe { pq::PQfinish(self.conn) };
-            self.conn = ptr::null_mut();
-        }
-    }
-
-    fn error_message(&self) -> String {
-        if self.conn.is_null() {
-            return "out of memory".into();
-        }
-        let text = unsafe { CStr::from_ptr(pq::PQerrorMessage(self.conn)) };
-        text.to_string_lossy().trim().replace('\n', " ")
+        self.conn
+            .call(
+                c"SELECT idgen_registry.release($1, $2, $3::bigint)",
+                &params,
+                CALL_DEADLINE,
+                &never,
+                |rows| {
+                    let released = (rows.count() == 1)
+                        .then(|| rows.text(0, 0))
+                        .flatten()
+                        .and_then(|t| t.parse::<u16>().ok());
+                    Ok(released)
+                },
+            )
+            .map_err(|f| failure_of(f, "release"))
     }
 
     fn connect(&mut self, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
-        if !self.conn.is_null()
-            && unsafe { pq::PQstatus(self.conn) } == pq::ConnStatusType::CONNECTION_OK
-        {
-            return Ok(());
-        }
-        self.close();
         // Defaults first, so that the connection string (expanded from dbname) can override
         // them; the timeouts bound what the registry side spends on one claim.
-        let keywords = [
-            c"connect_timeout".as_ptr(),
-            c"application_name".as_ptr(),
-            c"options".as_ptr(),
-            c"dbname".as_ptr(),
-            ptr::null(),
-        ];
-        let values = [
-            c"5".as_ptr(),
-            self.application_name.as_ptr(),
+        let pairs = [
+            (c"connect_timeout", c"5"),
+            (c"application_name", self.application_name.as_c_str()),
             // A lease must survive the registry's crash: its commit is flushed whatever the
             // registry's default.
-            c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s -c synchronous_commit=on"
-                .as_ptr(),
-            self.conninfo.as_ptr(),
-            ptr::null(),
+            (c"options", c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s -c synchronous_commit=on"),
+            (c"dbname", self.conninfo.as_c_str()),
         ];
-        self.conn = unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), 1) };
-        if self.conn.is_null() {
-            return Err(Failure::plain(
-                "could not connect to the registry: out of memory",
-            ));
-        }
-        let deadline = Instant::now() + CONNECT_DEADLINE;
-        let mut want_write = true;
-        loop {
-            if unsafe { pq::PQstatus(self.conn) } == pq::ConnStatusType::CONNECTION_BAD {
-                let message = format!(
-                    "could not connect to the registry: {}",
-                    self.error_message()
-                );
-                self.close();
-                return Err(Failure::plain(message));
-            }
-            match self.wait_socket(want_write, deadline, stop) {
-                Ok(()) => {}
-                Err(f) => {
-                    self.close();
-                    return Err(f);
-                }
-            }
-            match unsafe { pq::PQconnectPoll(self.conn) } {
-                pq::PostgresPollingStatusType::PGRES_POLLING_OK => return Ok(()),
-                pq::PostgresPollingStatusType::PGRES_POLLING_FAILED => {
-                    let message = format!(
-                        "could not connect to the registry: {}",
-                        self.error_message()
-                    );
-                    self.close();
-                    return Err(Failure::plain(message));
-                }
-                pq::PostgresPollingStatusType::PGRES_POLLING_READING => want_write = false,
-                _ => want_write = true,
-            }
-        }
-    }
-
-    /// Waits until the socket is ready (or the deadline passes, or `stop()`), in slices of
-    /// 100 ms.
-    fn wait_socket(
-        &self,
-        write: bool,
-        deadline: Instant,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), Failure> {
-        let fd = unsafe { pq::PQsocket(self.conn) };
-        if fd < 0 {
-            return Err(Failure::plain(format!(
-                "could not connect to the registry: {}",
-                self.error_message()
-            )));
-        }
-        loop {
-            if stop() {
-                return Err(Failure::plain("the server is shutting down"));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Failure::plain(format!(
-                    "the registry did not answer within {} s",
-                    CONNECT_DEADLINE.as_secs()
-                )));
-            }
-            let mut pfd = libc::pollfd {
-                fd,
-                events: if write { libc::POLLOUT } else { libc::POLLIN },
-                revents: 0,
-            };
-            let slice = left.min(Duration::from_millis(100)).as_millis() as c_int;
-            let ready = unsafe { libc::poll(&mut pfd, 1, slice) };
-            if ready > 0 {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Sends `sql` with `params` (None: SQL NULL) and reads its results with `read`, each only
-    /// once libpq has it whole, so that no call blocks past the deadline.
-    fn call<T>(
-        &mut self,
-        sql: &CStr,
-        params: &[Option<String>],
-        stop: &dyn Fn() -> bool,
-        read: impl Fn(*mut pq::PGresult) -> Result<T, Failure>,
-    ) -> Result<T, Failure> {
-        let params: Vec<Option<CString>> = params
-            .iter()
-            .map(|p| {
-                p.as_ref()
-                    .map(|v| CString::new(v.as_str()).unwrap_or_default())
-            })
-            .collect();
-        let values: Vec<*const c_char> = params
-            .iter()
-            .map(|p| p.as_ref().map_or(ptr::null(), |v| v.as_ptr()))
-            .collect();
-        let sent = unsafe {
-            pq::PQsendQueryParams(
-                self.conn,
-                sql.as_ptr(),
-                values.len() as c_int,
-                ptr::null(),
-                values.as_ptr(),
-                ptr::null(),
-                ptr::null(),
-                0,
-            )
-        };
-        if sent == 0 {
-            return Err(Failure::plain(format!(
-                "could not send a call to the registry: {}",
-                self.error_message()
-            )));
-        }
-        // Every result until the end of the query (a NULL); the first error wins, and an
-        // error after the rows (at commit) makes the call a failure.
-        let deadline = Instant::now() + CALL_DEADLINE;
-        let mut answer: Option<Result<T, Failure>> = None;
-        loop {
-            if unsafe { pq::PQconsumeInput(self.conn) } == 0 {
-                return Err(Failure::plain(format!(
-                    "lost the connection to the registry: {}",
-                    self.error_message()
-                )));
-            }
-            if unsafe { pq::PQisBusy(self.conn) } != 0 {
-                self.wait_socket(false, deadline, stop)?;
-                continue;
-            }
-            let res = unsafe { pq::PQgetResult(self.conn) };
-            if res.is_null() {
-                break;
-            }
-            let this = read(res);
-            unsafe { pq::PQclear(res) };
-            answer = match (answer, this) {
-                (None, this) => Some(this),
-                (Some(Ok(_)), Err(e)) => Some(Err(e)),
-                (kept, _) => kept,
-            };
-        }
-        answer.unwrap_or_else(|| Err(Failure::plain("the registry sent no result")))
+        self.conn
+            .open(&pairs, true, CONNECT_DEADLINE, stop)
+            .map_err(|f| Failure::plain(f.text()))
     }
 }
 
-impl Drop for Registry {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
-/// What a failed call's result says, in words for the log: `what` is the call.
-fn failure_of(res: *mut pq::PGresult, what: &str) -> Failure {
-    let field = |code: u8| unsafe {
-        let p = pq::PQresultErrorField(res, c_int::from(code));
-        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+/// What a failed call says, in words for the log: `what` is the call.
+fn failure_of(failure: libpq::Failure, what: &str) -> Failure {
+    let (sqlstate, message) = match failure {
+        libpq::Failure::Broken(why) => return Failure::plain(why),
+        libpq::Failure::Refused { sqlstate, message } => (sqlstate, message),
     };
-    let sqlstate = field(b'C').unwrap_or_default();
-    let message = field(b'M').unwrap_or_else(|| "unknown error".into());
     match sqlstate.as_str() {
         // invalid_schema_name, undefined_function, undefined_table
         "3F000" | "42883" | "42P01" => Failure {
@@ -407,18 +198,14 @@ fn failure_of(res: *mut pq::PGresult, what: &str) -> Failure {
     }
 }
 
-fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Reply, Failure> {
-    if unsafe { pq::PQresultStatus(res) } != pq::ExecStatusType::PGRES_TUPLES_OK {
-        return Err(failure_of(res, "claim"));
-    }
-    if unsafe { pq::PQntuples(res) } != 1 {
+fn read_reply(rows: &Rows, max_worker: u64) -> Result<Reply, Failure> {
+    if rows.count() != 1 {
         return Err(Failure::plain("the registry's claim() returned no row"));
     }
     // Each column by its name; one missing means a registry schema this idgen does not speak.
     let mut at = [0 as c_int; CLAIM_COLUMNS.len()];
     for (i, name) in CLAIM_COLUMNS.iter().enumerate() {
-        at[i] = unsafe { pq::PQfnumber(res, name.as_ptr()) };
-        if at[i] < 0 {
+        let Some(col) = rows.column(name) else {
             return Err(Failure {
                 message: format!(
                     "the registry's idgen_registry.claim() answers no column {}: install the sql/registry/idgen_registry.sql of this idgen version there",
@@ -426,7 +213,8 @@ fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Reply, Failure
                 ),
                 misconfigured: true,
             });
-        }
+        };
+        at[i] = col;
     }
     let column = |name: &CStr| -> c_int {
         let i = CLAIM_COLUMNS
@@ -435,18 +223,7 @@ fn read_result(res: *mut pq::PGresult, max_worker: u64) -> Result<Reply, Failure
             .expect("a column of CLAIM_COLUMNS");
         at[i]
     };
-    let text = |name: &CStr| unsafe {
-        let col = column(name);
-        if pq::PQgetisnull(res, 0, col) != 0 {
-            None
-        } else {
-            Some(
-                CStr::from_ptr(pq::PQgetvalue(res, 0, col))
-                    .to_string_lossy()
-                    .into_owned(),
-            )
-        }
-    };
+    let text = |name: &CStr| rows.text(0, column(name));
     let number = |name: &CStr| -> u64 {
         text(name)
             .and_then(|t| t.parse::<i64>().ok())
