@@ -14,12 +14,14 @@
 //! - [`uuid7`]: the RFC 9562 v7 layout, its ordering word and the fork-safe random stream;
 //! - [`base62`]: alphabets, fixed widths and the keyed permutation;
 //! - [`key_file`]: how the base62 key file is opened and checked;
-//! - [`lease`]: what a worker-id registry's answer means for a server.
+//! - [`lease`]: what a worker-id registry's answer means for a server;
+//! - [`peers`]: a Citus node's check of its worker id against the other nodes', with no registry.
 
 pub mod base62;
 pub mod horizon;
 pub mod key_file;
 pub mod layout;
 pub mod lease;
+pub mod peers;
 pub mod snowflake;
 pub mod uuid7;
