@@ -6,11 +6,13 @@ Which node evaluates a key's DEFAULT decides which worker id an id carries: the 
 what it routes (single- and multi-row INSERT, COPY, an INSERT ... SELECT it pulls through
 itself), each worker for a pushed-down INSERT ... SELECT and for what is sent to it directly
 (docs/citus.md). A worker id that two nodes share therefore issues ids twice inside one
-statement; the registry is what stops it.
+statement. The registry stops it, and with no registry each node's check of the others (through
+Citus's pg_dist_node, before its first id) does.
 
 Runs on 15 (Citus 13.2.2) and 18 (Citus 14.0.1), which pg_test/install.sh builds once per machine.
 """
 
+import datetime
 import io
 import threading
 import time
@@ -28,12 +30,12 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 REGISTRY_CONF = ["idgen.lease = '3s'", "idgen.lease_grace = '0'", "idgen.max_clock_skew = '500ms'"]
 
 
-def registry_citus(factory, prefix, worker_ids=(1, 2, 3)):
+def registry_citus(factory, prefix, worker_ids=(1, 2, 3), conf=REGISTRY_CONF):
     """A Citus cluster whose nodes lease their (fixed) worker ids from a registry database on the
     coordinator, each as a registry role of its own (node0, node1, ...): started, the registry
     installed, and every node holding its lease."""
     roles = [f"{prefix.replace('-', '_')}_node{i}" for i in range(len(worker_ids))]
-    cc = CitusCluster(factory, prefix, worker_ids=worker_ids, conf=REGISTRY_CONF)
+    cc = CitusCluster(factory, prefix, worker_ids=worker_ids, conf=conf)
     coord = cc.coordinator
     # The coordinator's port is chosen before it starts: the nodes' settings can name it.
     for node, role in zip(cc.nodes, roles, strict=True):
@@ -319,20 +321,72 @@ def twice(ids):
     return len(ids) - len(set(ids))
 
 
-def test_without_the_registry_a_worker_given_another_nodes_worker_id_stores_ids_twice(cluster_factory):
-    """What the registry is for: three fixed worker ids and no registry, then worker 2 restarted
-    with worker 1's (a copied configuration). Each pushed-down INSERT ... SELECT runs on both
-    workers at once, so the same ids are made on both and stored in one table."""
+def identity(node):
+    return node.one("SELECT row(worker_id, epoch_ms, layout, peer_check)::text FROM idgen_identity()")
+
+
+def refusals(errors):
+    """The primary messages of errors, each checked to be snowflake_next()'s refusal (55000)."""
+    assert errors and all(e.pgcode == NOT_IN_PREREQUISITE_STATE for e in errors), [str(e) for e in errors]
+    return {e.diag.message_primary for e in errors}
+
+
+def test_without_the_registry_a_worker_given_another_nodes_worker_id_is_refused_naming_it_and_stores_no_id_twice(
+        cluster_factory):
+    """Three fixed worker ids and no registry, then worker 2 restarted with worker 1's (a copied
+    configuration): its check of the other nodes in pg_dist_node finds worker 1 issuing under
+    that id and refuses (55000, naming it) before its first id, so each pushed-down INSERT ...
+    SELECT, which runs on both workers at once, fails whole and stores nothing. With the check
+    taken out (the mutant citus-check-off), the copy's three statements stored 2,761 of their
+    6,000 ids twice on 15. With its own id back it issues; with the coordinator down it still
+    starts and issues, warning that the coordinator went unchecked; and under another epoch it
+    is refused as another id space."""
     cc = CitusCluster(cluster_factory, "noreg").start()
-    coord, _, w2 = cc.nodes
+    coord, w1, w2 = cc.nodes
     seed_copied_id_table(coord, "ev")
     assert not pushed_down_rounds(coord, "ev", 3)
-    assert twice(ids_of(coord, "SELECT id FROM ev")) == 0
     restart_with_worker_id(w2, 2)
-    assert not pushed_down_rounds(coord, "ev", 3)
+    failed = pushed_down_rounds(coord, "ev", 3)
     stored = ids_of(coord, "SELECT id FROM ev")
     print(f"stored twice: {twice(stored)} of {len(stored)}")
-    assert twice(stored) > 0, "two workers with one worker id made no id twice: the scenario did not happen"
+    assert twice(stored) == 0, f"{twice(stored)} of {len(stored)} ids stored twice"
+    assert len(failed) == 3 and len(stored) == 3 * 2000, (len(failed), len(stored))
+    assert refusals(failed) == {
+        "snowflake_next() refuses to run: worker id 2 is also the worker id of node "
+        f"127.0.0.1:{w1.port} (Citus group 1), and two nodes of one Citus cluster would issue the same ids"}
+    e = w2.error("SELECT snowflake_next()")
+    assert "pg_dist_local_group" in e.diag.message_hint, e.diag.message_hint
+    assert identity(w2).endswith(",clash)") and identity(w1).endswith(",clear)"), (identity(w1), identity(w2))
+    # its own settings back
+    restart_with_worker_id(w2, 3)
+    assert not pushed_down_rounds(coord, "ev", 2)
+    stored = ids_of(coord, "SELECT id FROM ev")
+    assert twice(stored) == 0 and len(stored) == 5 * 2000
+    assert {worker_of(i) for i in stored} == {2, 3}
+    # The coordinator down: a worker restarted meanwhile checks what it can reach and issues.
+    coord.stop()
+    w2.stop()
+    w2.start()
+    conn = w2.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT snowflake_next()")
+            assert worker_of(cur.fetchone()[0]) == 3
+        warned = [n for n in conn.notices if "was not checked against node" in n]
+        assert len(warned) == 1 and f"127.0.0.1:{coord.port} (Citus group 0)" in warned[0], conn.notices
+    finally:
+        conn.close()
+    coord.start()
+    # Its own worker id under an earlier epoch (the server takes it: its ids still grow): another
+    # id space, refused; the coordinator (group 0) is the first node it meets.
+    w2.stop()
+    w2.append_conf("idgen.epoch = '1000000000000'")
+    w2.start()
+    assert refusals(pushed_down_rounds(coord, "ev", 1)) == {
+        f"snowflake_next() refuses to run: node 127.0.0.1:{coord.port} (Citus group 0) issues ids under "
+        "idgen.epoch 1288834974657 and idgen.layout twitter, and this server under idgen.epoch 1000000000000 "
+        "and idgen.layout twitter"}
+    assert twice(ids_of(coord, "SELECT id FROM ev")) == 0
 
 
 def test_with_the_registry_a_worker_given_another_nodes_worker_id_refuses_and_no_id_is_stored_twice_under_load(
@@ -395,3 +449,69 @@ def test_with_the_registry_a_worker_given_another_nodes_worker_id_refuses_and_no
     # The statements failed only on the refusal, and while the worker was stopping (57P01, a
     # statement it was running) or down (08006).
     assert {x.pgcode for x in errors} <= {NOT_IN_PREREQUISITE_STATE, "57P01", "08006"}, [str(x) for x in errors]
+
+
+# ---- the coordinator down ------------------------------------------------------------------------
+
+OUTAGE_S = 120
+# Leases far shorter than the outage, so that the writes cross it on the grace alone.
+GRACE_CONF = ["idgen.lease = '5s'", "idgen.lease_grace = '5min'", "idgen.max_clock_skew = '500ms'"]
+
+
+def test_the_coordinator_down_for_two_minutes_with_the_registry_on_it_refuses_no_write_through_the_workers(
+        cluster_factory):
+    """The set-up docs/citus.md gives, the registry in a database on the coordinator, with 5 s
+    leases and a 5-minute grace; the coordinator stopped for two minutes while statements go
+    through each worker (Citus runs them from any node): 50-row INSERTs, whose DEFAULT the
+    worker they reach evaluates, and pushed-down INSERT ... SELECTs, evaluated on both workers.
+    None is refused, no id is stored twice, and each worker renews its lease once the
+    coordinator is back. With the grace left out of the server's fence (the mutant
+    grace-not-in-the-fence) the workers stop within a lease."""
+    cc = registry_citus(cluster_factory, "down", conf=GRACE_CONF)
+    coord, w1, w2 = cc.nodes
+    seed_copied_id_table(coord, "ev")
+    stop = threading.Event()
+    outcomes = {w1.port: [], w2.port: []}  # per worker: (when, None or its error)
+
+    def load(node, pushed_down):
+        conn = node.connect()
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                try:
+                    if pushed_down:
+                        cur.execute("INSERT INTO ev (tenant) SELECT tenant FROM ev_src WHERE tenant < 8")
+                    else:
+                        cur.execute("INSERT INTO ev (tenant) SELECT g % 64 FROM generate_series(1, 50) g")
+                    outcomes[node.port].append((time.monotonic(), None))
+                except psycopg2.Error as e:
+                    outcomes[node.port].append((time.monotonic(), e))
+                time.sleep(0.05)
+        conn.close()
+
+    loaders = [threading.Thread(target=load, args=(w1, False)), threading.Thread(target=load, args=(w2, True))]
+    for t in loaders:
+        t.start()
+    try:
+        wait_until("statements through both workers", lambda: all(outcomes.values()))
+        coord.stop("immediate")
+        down_at = time.monotonic()
+        time.sleep(OUTAGE_S)
+        during = {port: sum(1 for at, e in out if at > down_at and e is None) for port, out in outcomes.items()}
+        coord.start()
+        up_at = datetime.datetime.now(datetime.timezone.utc)
+        for w in (w1, w2):
+            wait_until(f"{w.node.name} renewed on the coordinator", lambda w=w: (
+                status(w)["last_renewal"] is not None and status(w)["last_renewal"] > up_at), timeout=30)
+    finally:
+        stop.set()
+        for t in loaders:
+            t.join(timeout=60)
+    errors = [str(e) for out in outcomes.values() for _, e in out if e is not None]
+    assert not errors, errors[:5]
+    assert all(n > 100 for n in during.values()), during
+    stored = ids_of(w1, "SELECT id FROM ev")
+    print(f"statements through each worker while the coordinator was down: {during}; "
+          f"{len(outcomes[w1.port]) + len(outcomes[w2.port])} statements in all, {len(stored)} ids")
+    assert twice(stored) == 0, f"{twice(stored)} ids stored twice"
+    assert {worker_of(i) for i in stored} == {2, 3}

@@ -204,6 +204,20 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'idgen_lease_status_wrapper';
 
 
+-- What ids this server issues (worker id, epoch, layout) and where its check of the other
+-- nodes of its Citus cluster stands: what each Citus node asks the others before its first id
+-- when no registry decides the worker ids. Any role may call it.
+CREATE FUNCTION idgen_identity() RETURNS TABLE (
+	worker_id INT,
+	epoch_ms bigint,
+	layout TEXT,
+	peer_check TEXT
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idgen_identity_wrapper';
+
+
 -- Snowflake layouts (idgen.layout): the decoders that take a layout, so that an id of any
 -- layout (a Discord id, an Instagram id, this server's own) can be taken apart in SQL and in
 -- index expressions. The one-argument forms keep decoding Twitter's layout.

@@ -25,6 +25,7 @@ pub extern "C-unwind" fn _PG_init() {
         pg::shared::init();
         pg::horizon_store::init();
         pg::registry::init();
+        pg::citus_peers::init();
     }
 }
 

@@ -201,7 +201,18 @@ MUTANTS = [
         ("pg_test/test_registry.py::"
          "test_writes_go_on_through_a_registry_outage_longer_than_the_lease_and_no_id_is_made_twice",
          "pg_test/test_registry_patroni.py::"
-         "test_the_registry_on_patroni_with_synchronous_mode_loses_its_leader_under_three_writers_and_stops_none"),
+         "test_the_registry_on_patroni_with_synchronous_mode_loses_its_leader_under_three_writers_and_stops_none",
+         "pg_test/test_citus.py::"
+         "test_the_coordinator_down_for_two_minutes_with_the_registry_on_it_refuses_no_write_through_the_workers"),
+    ),
+    Mutant(
+        "citus-check-off",
+        "inside Citus with no registry, a node checks its worker id against the other nodes' before its first id",
+        "src/pg/citus_peers.rs",
+        "    if !CITUS.load(Ordering::Relaxed) || STATE.get().load(Ordering::Acquire) == CLEAR {\n",
+        "    if true || STATE.get().load(Ordering::Acquire) == CLEAR {\n",
+        ("pg_test/test_citus.py::"
+         "test_without_the_registry_a_worker_given_another_nodes_worker_id_is_refused_naming_it_and_stores_no_id_twice",),
     ),
     Mutant(
         "registry-floor-unnamed",

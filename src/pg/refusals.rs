@@ -1,13 +1,15 @@
-//! What snowflake_next() and uuid_v7() raise when they issue nothing: the registry's refusals and
-//! the generator's errors, worded here beside the registry's and the horizon's own texts, so that
-//! the SQL functions only call them.
+//! What snowflake_next() and uuid_v7() raise when they issue nothing: the registry's refusals, a
+//! Citus node's clash with another, and the generator's errors, worded here beside the
+//! registry's and the horizon's own texts, so that the SQL functions only call them.
 
+use crate::pg::citus_peers;
 use crate::pg::errors::{self, error};
 use crate::pg::horizon_store::{self, HORIZON_FILE};
 use crate::pg::registry::{self, Permit};
 use crate::pg::timestamps::timestamp_of_unix_ms;
 use crate::pg::{clock, settings};
 use idgen_core::lease::{self, Mode, Refusal, Standing};
+use idgen_core::peers::Clash;
 use idgen_core::snowflake::GenError;
 
 #[track_caller]
@@ -152,6 +154,32 @@ pub fn raise_generator(e: GenError) -> ! {
         GenError::Horizon(_) => error(errors::IO_ERROR, message)
             .detail(format!("Before ids from a new second are issued, {HORIZON_FILE} in the data directory must be updated and fsynced."))
             .hint("Check free space and permissions in the data directory.")
+            .raise(),
+    }
+}
+
+/// Inside Citus with no registry, snowflake_next() issues nothing: its check of the other nodes
+/// found a clash (`Some`), or another session's check has not ended in time (`None`).
+#[track_caller]
+pub fn raise_peer_clash(refused: Option<citus_peers::Refused>) -> ! {
+    let Some(refused) = refused else {
+        error(errors::NOT_IN_PREREQUISITE_STATE, "snowflake_next() refuses to run: another session's check of this server's worker id against the other Citus nodes has not ended")
+            .detail("With no registry, a Citus node issues its first id only once its worker id was checked against every other node in pg_dist_node. Each node gets 2 s to connect and 2 s to answer.")
+            .hint("Try again; the server log says which node the check waited on.")
+            .raise()
+    };
+    let next = timestamp_of_unix_ms(refused.looked_at_ms + citus_peers::RECHECK_MS);
+    match refused.clash {
+        Clash::SameWorkerId { worker_id, other } => error(errors::NOT_IN_PREREQUISITE_STATE, format!(
+            "snowflake_next() refuses to run: worker id {worker_id} is also the worker id of node {other}, and two nodes of one Citus cluster would issue the same ids"))
+            .detail(format!("With no registry (idgen.registry), a Citus node checks its worker id against every other node in pg_dist_node before its first id. That node issues under worker id {worker_id}, or may; this server issues nothing until it no longer does, and looks again from {next}."))
+            .hint("Give each node its own idgen.worker_id (its Citus group id is a good choice: SELECT groupid FROM pg_dist_local_group) and restart the node that has the wrong one; or lease the worker ids from a registry (idgen.registry).")
+            .raise(),
+        Clash::OtherIdSpace { other, epoch_ms, layout } => error(errors::NOT_IN_PREREQUISITE_STATE, format!(
+            "snowflake_next() refuses to run: node {other} issues ids under {}, and this server under {}",
+            errors::id_space(epoch_ms, layout), errors::id_space(settings::epoch_ms(), settings::layout())))
+            .detail(format!("The nodes of a Citus cluster store their ids in the same distributed tables, where ids of two id spaces can be equal whatever the worker ids. This server looks again from {next}."))
+            .hint("Give every node of the Citus cluster the same idgen.epoch and idgen.layout, and restart the node that differs.")
             .raise(),
     }
 }

@@ -6,10 +6,12 @@
 //! generated columns and partition bounds. All are PARALLEL SAFE: parallel workers share the
 //! generator's shared memory and the postmaster-fixed worker id.
 
+use crate::pg::citus_peers;
 use crate::pg::errors::{self, error};
 use crate::pg::horizon_store;
 use crate::pg::refusals::{
-    raise_auto_without_registry, raise_generator, raise_lease_ended, raise_refused,
+    raise_auto_without_registry, raise_generator, raise_lease_ended, raise_peer_clash,
+    raise_refused,
 };
 use crate::pg::registry::{self, Permit};
 use crate::pg::timestamps::{out_of_timestamp_range, timestamp_of_unix_ms, unix_ms_of};
@@ -44,8 +46,11 @@ fn snowflake_next() -> i64 {
     } else if mode == Mode::Auto {
         raise_auto_without_registry()
     } else {
+        let worker_id = settings::worker_id_if_set().unwrap_or_default();
+        // Inside Citus, checked against the other nodes before the first id.
+        citus_peers::clear(worker_id).unwrap_or_else(|refused| raise_peer_clash(refused));
         Permit {
-            worker_id: settings::worker_id_if_set().unwrap_or_default(),
+            worker_id,
             fence_ms: registry::NO_LIMIT,
         }
     };
@@ -406,6 +411,35 @@ fn idgen_lease_status() -> TableIterator<
                 Standing::Refused(Refusal::Conflict { .. } | Refusal::OverQuota { .. })
             ))
         .then(|| v.text.clone()),
+    ))
+}
+
+/// What ids this server issues, as another node of its Citus cluster asks before its own first
+/// id: the worker id (with auto, the leased one; NULL while it has none), the epoch and the
+/// layout, and where this server's own check of the other nodes stands (`unchecked`,
+/// `checking`, `clear`, `clash`, or `off` where it makes none: no Citus, or a registry). Any
+/// role may call it: the settings it shows are readable by all.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn idgen_identity() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(epoch_ms, i64),
+        name!(layout, String),
+        name!(peer_check, String),
+    ),
+> {
+    if !shared::preloaded() {
+        errors::not_preloaded("idgen_identity()");
+    }
+    TableIterator::once((
+        current_worker_id(),
+        settings::epoch_ms() as i64,
+        settings::layout().to_string(),
+        citus_peers::standing(registry::configured())
+            .as_str()
+            .to_string(),
     ))
 }
 
