@@ -85,7 +85,7 @@ def this_build():
 def old_release(version):
     packages = dict(p.split("=", 1) for p in os.environ.get("IDGEN_OLD_PACKAGES", "").split())
     if version not in packages:
-        pytest.fail("IDGEN_OLD_PACKAGES names no build of idgen {version}: run the tests with `make test`, which "
+        pytest.fail(f"IDGEN_OLD_PACKAGES names no build of idgen {version}: run the tests with `make test`, which "
                     "builds the old releases from the git history for this test")
     files = idgen_files(packages[version])
     names = sorted(os.path.basename(f) for f in files)
