@@ -215,7 +215,9 @@ ensure_harness_package() {
 # in place, so a server would read pages of the new build into the old one's mapping (a
 # backend was seen dying with SIGSEGV that way); a fresh file instead would be loaded a second
 # time, beside the preloaded copy, by every new backend. So stop every server that runs from
-# this installation first (the harness's throwaway clusters included).
+# this installation first (the harness's throwaway clusters included). Only those: a server of
+# another version (another bindir) loads another library, and stopping it would end a test
+# running there, as an install for 15 once ended an 18 run's servers mid-test.
 stop_running_clusters() {
   local pid_file data pid
   for pid_file in $(find "$ROOT/.pgdata" /tmp/idgen-pgdata /tmp/pytest-of-postgres /tmp/idgen-pgrx-test.* \
@@ -224,11 +226,21 @@ stop_running_clusters() {
     # The file goes when its server stops: a server that stopped since find saw it is done.
     pid=$(head -1 "$pid_file" 2>/dev/null) || continue
     [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || continue
+    runs_from_this_installation "$pid" || continue
     log "stopping the cluster in $data before its library is replaced"
     # SIGINT is pg_ctl's fast shutdown, sent directly: this works for a server of any version.
     kill -INT "$pid" 2>/dev/null || true
     for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   done
+}
+
+# Whether the server whose postmaster is PID runs the postgres of $PG_CONFIG's bindir. Where
+# either cannot be read, it may: the caller stops it rather than replace a library under it.
+runs_from_this_installation() {
+  local exe bindir
+  exe=$(readlink -f "/proc/$1/exe" 2>/dev/null) && [ -n "$exe" ] || return 0
+  bindir=$(readlink -f "$("${PG_CONFIG:-pg_config-unset}" --bindir 2>/dev/null)" 2>/dev/null) && [ -n "$bindir" ] || return 0
+  [ "$(dirname "$exe")" = "$bindir" ]
 }
 
 # Stops the cluster that `make run` started in DIR (`make stop`), whichever version runs it: a

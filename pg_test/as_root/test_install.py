@@ -10,8 +10,10 @@ servers are unpacked (pg_home) and, where it needs a fault, one entry of the pin
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 
 import pytest
 
@@ -143,3 +145,46 @@ def test_the_readme_commands_run_stop_and_leave_no_server():
         left = postmaster_of(data)
         if left:
             os.kill(left, 9)
+
+
+def fake_installation(home):
+    """home/bin/postgres, a copy of sleep standing in for a server, and home/bin/pg_config
+    answering --bindir with home/bin."""
+    bindir = home / "bin"
+    bindir.mkdir(parents=True)
+    shutil.copy("/bin/sleep", bindir / "postgres")
+    (bindir / "pg_config").write_text(f'#!/bin/sh\n[ "$1" = --bindir ] && echo "{bindir}"\n')
+    (bindir / "pg_config").chmod(0o755)
+    return bindir
+
+
+def test_an_install_stops_the_running_servers_of_its_own_installation_and_no_other(tmp_path):
+    """Before its library is replaced, an installation's servers are stopped (stop_running_clusters);
+    a server of another installation (another version's tree) runs on, as a test there does."""
+    ours, theirs = fake_installation(tmp_path / "ours"), fake_installation(tmp_path / "theirs")
+    # Where install.sh looks for servers: make run's folder outside a checkout.
+    pathlib.Path("/tmp/idgen-pgdata").mkdir(exist_ok=True)
+    base = pathlib.Path(tempfile.mkdtemp(prefix="stop-test-", dir="/tmp/idgen-pgdata"))
+    servers = {}
+    try:
+        for name, bindir in (("ours", ours), ("theirs", theirs)):
+            # SIGINT (a fast shutdown) ends it, as it does a server, even where the job that
+            # runs the tests ignores SIGINT (a shell's background job).
+            servers[name] = subprocess.Popen(
+                [bindir / "postgres", "300"], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            # Reaped the moment it ends, as init reaps a postmaster: install.sh waits until
+            # kill -0 fails, which a zombie would not.
+            threading.Thread(target=servers[name].wait, daemon=True).start()
+            (base / name).mkdir()
+            (base / name / "postmaster.pid").write_text(f"{servers[name].pid}\n{base / name}\n")
+        done = in_install_sh(f'PG_CONFIG="{ours / "pg_config"}"; stop_running_clusters', tmp_path / "pg")
+        assert done.returncode == 0, done.stderr
+        assert servers["ours"].wait(timeout=10) == -signal.SIGINT, "the server of this installation was not stopped"
+        assert servers["theirs"].poll() is None, "a server of another installation was stopped"
+        assert f"stopping the cluster in {base / 'ours'}" in done.stderr
+        assert str(base / "theirs") not in done.stderr
+    finally:
+        for p in servers.values():
+            p.kill()
+            p.wait()
+        shutil.rmtree(base, ignore_errors=True)
