@@ -381,24 +381,35 @@ py_out() {
 declare -A RELEASE_COMMIT=([0.1.0]=edf48b1f8700028e93cc440727e0d72ad953399f
                            [0.2.0]=5b578620a741209affc36ba2d4b66febedb619e9)
 
-# Builds idgen VERSION for $PG from the git history, once: the files `cargo pgrx package` lays
-# out, in $(pg_home)/idgen-VERSION/pgNN, readable by the postgres user. Prints that folder.
+# Builds idgen VERSION for $PG from the git history, once per machine: the files `cargo pgrx
+# package` lays out, kept in $RELEASE_CACHE under a key of the release's commit, the server build,
+# rustc and cargo-pgrx (what the files depend on), readable by the postgres user, as Citus's build
+# is kept. A fresh clone on a machine that built them before reuses them (2 minutes of CI). Prints
+# that folder.
+RELEASE_CACHE=${IDGEN_RELEASE_CACHE:-/var/cache/idgen/releases}
 build_release() {
   local version=$1 commit=${RELEASE_COMMIT[$1]}
-  local out; out="$(pg_home)/idgen-$version/pg$PG"
+  local key  # e.g. idgen-0.2.0-5b578620a741-PostgreSQL-18.6-rustc-1.95.0-cargo-pgrx-0.18.1
+  key="idgen-$version-${commit:0:12}-$( { "$PG_CONFIG" --version; rustc --version | cut -d' ' -f1-2;
+    cargo pgrx --version | cut -d' ' -f1-2; } | tr -cs 'A-Za-z0-9.' '-' | sed 's/-$//')"
+  local out="$RELEASE_CACHE/$key"
   if [ ! -f "$out/.built" ]; then
     git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null \
       || die "the upgrade test builds idgen $version from commit $commit, which this clone lacks (shallow?): run 'git fetch --unshallow' (or clone the whole history), then run again"
-    log "building idgen $version (commit ${commit:0:7}) for PostgreSQL $PG, for the upgrade test"
+    log "building idgen $version (commit ${commit:0:7}) for PostgreSQL $PG, for the upgrade test, once for this machine"
     local src="$ROOT/target/upgrade/src-$version"
-    rm -rf "$src" "$out.tmp" && mkdir -p "$src" "$(dirname "$out")"
+    rm -rf "$src" "$out.tmp" && mkdir -p "$src" "$RELEASE_CACHE"
     git -C "$ROOT" archive "$commit" | tar -x -C "$src"
-    # No link-time optimisation: the old release's code is what is tested, not its speed.
+    # git archive dates the files by their commit: dated now, so that cargo rebuilds the release
+    # (with their old dates, in the shared target folder, it took one release's build as up to
+    # date and packaged the other's library under its name). No link-time optimisation: the old
+    # release's code is what is tested, not its speed.
+    find "$src" -type f -exec touch {} +
     (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/upgrade/target" CARGO_PROFILE_RELEASE_LTO=off \
       CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$out.tmp" >/dev/null) \
       || die "building idgen $version for the upgrade test failed: see above"
     touch "$out.tmp/.built"
-    chmod -R a+rX "$(dirname "$out")"
+    chmod -R a+rX "$out.tmp"
     rm -rf "$out" && mv "$out.tmp" "$out"
   fi
   echo "$out"
