@@ -10,11 +10,18 @@ version; any other test runs on the default version (15) and the newest (18) onl
 deselected on 16 and 17. So is a test marked `default_and_newest`: a long one (a random
 fault schedule, a measurement) whose paths a shorter test exercises on every version. A test
 marked `alone` measures CPU time or a wall-clock rate, so pg_test/run runs it after the
-concurrent part, with nothing else running beside it.
+concurrent part, with nothing else running beside it. A test marked `soak` is a long run that
+`make test` leaves to `make soak` (`IDGEN_SOAK=1`, which runs the soak tests and no other), save on
+the versions its `make_test_on` names.
+
+Under pytest-xdist the long tests (LONG_TESTS_FILE, seconds measured by `make test`) go first,
+one worker's share at the head of each worker's first batch, so that no worker starts a
+two-minute test when the others are nearly done (`long_tests_first`).
 """
 
 import os
 
+import long_tests
 import pytest
 from idgen_harness import cluster
 
@@ -50,27 +57,44 @@ def pytest_configure(config):
                             "shorter test exercises on every version: runs on 15 and 18 only")
     config.addinivalue_line("markers", "alone: measures CPU time or a wall-clock rate; pg_test/run runs it with "
                             "no other test beside it")
+    config.addinivalue_line("markers", "soak(reason, make_test_on=()): a long run that make test leaves to make soak, "
+                            "save on the server versions make_test_on names")
 
 
+def soak_selection(items, major, soak):
+    """The items a run keeps as (kept, dropped): under make soak (soak true) the tests marked
+    `soak`, otherwise every test but those, save where their make_test_on names this version."""
+    def keep(item):
+        mark = item.get_closest_marker("soak")
+        if soak:
+            return mark is not None
+        return mark is None or major in mark.kwargs.get("make_test_on", ())
+    kept = [i for i in items if keep(i)]
+    return kept, [i for i in items if not keep(i)]
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected theirs: the ordering sees what runs
 def pytest_collection_modifyitems(config, items):
-    """Checks every version_specific marker's paths, and on a version other than the default and
-    the newest deselects the tests that exercise none of those paths."""
+    """Checks every version_specific marker's paths; leaves the soak tests to make soak; on a
+    version other than the default and the newest deselects the tests that exercise none of those
+    paths; under pytest-xdist puts the long tests first (long_tests.first)."""
     for item in items:
         for mark in item.iter_markers("version_specific"):
             unknown = [p for p in mark.args if p not in VERSION_PATHS]
             if not mark.args or unknown:
                 raise pytest.UsageError(f"{item.nodeid}: version_specific takes code paths from conftest.VERSION_PATHS"
                                         f" ({', '.join(VERSION_PATHS)}), not {unknown or 'none'}")
-    if cluster.server_major() in (DEFAULT_MAJOR, NEWEST_MAJOR):
-        return
-    def every_version(item):
-        return item.get_closest_marker("version_specific") and not item.get_closest_marker("default_and_newest")
-
-    keep = [i for i in items if every_version(i)]
-    dropped = [i for i in items if not every_version(i)]
+    major = cluster.server_major()
+    kept, dropped = soak_selection(items, major, os.environ.get("IDGEN_SOAK") == "1")
+    if major not in (DEFAULT_MAJOR, NEWEST_MAJOR):
+        def every_version(item):
+            return item.get_closest_marker("version_specific") and not item.get_closest_marker("default_and_newest")
+        dropped += [i for i in kept if not every_version(i)]
+        kept = [i for i in kept if every_version(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    items[:] = long_tests.first(kept, workers, long_tests.load()) if workers else kept
 
 
 @pytest.fixture(scope="session")

@@ -458,6 +458,8 @@ OUTAGE_S = 120
 GRACE_CONF = ["idgen.lease = '5s'", "idgen.lease_grace = '5min'", "idgen.max_clock_skew = '500ms'"]
 
 
+@pytest.mark.soak("two minutes of outage: on 18 the grace it relies on is test_registry.py's outage test, and Citus "
+                  "14's check the tests above", make_test_on=(15,))
 def test_the_coordinator_down_for_two_minutes_with_the_registry_on_it_refuses_no_write_through_the_workers(
         cluster_factory):
     """The set-up docs/citus.md gives, the registry in a database on the coordinator, with 5 s

@@ -138,6 +138,7 @@ def test_a_wide_disorder_window_leaves_ordered_keys_leaves_half_empty_as_the_mod
 
 @pytest.mark.alone
 @pytest.mark.default_and_newest(MEASUREMENT)
+@pytest.mark.soak("a minute alone; the wide disorder window above measures the same late keys in make test")
 @DEFAULT_ONLY
 def test_day_partitions_do_not_mitigate_late_keys_all_writers_share_todays(module_factory, tmp_path):
     """--mitigations at a tiny scale, snowflake keys, 200 writers, 40 ms: the table partitioned by
