@@ -34,7 +34,7 @@ BUDGET_S = {
     "pg15 old releases": 70,
     "pg15 citus": 130,
     "pg15 as root": 52,
-    "pg15 pytest": 640,
+    "pg15 pytest": 560,
     "pg17 cargo pgrx test": 1,
     "pg17 release build": 40,
     "pg17 old releases": 1,
