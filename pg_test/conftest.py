@@ -16,7 +16,7 @@ the versions its `make_test_on` names.
 
 Under pytest-xdist the long tests (LONG_TESTS_FILE, seconds measured by `make test`) go first,
 one worker's share at the head of each worker's first batch, so that no worker starts a
-two-minute test when the others are nearly done (`long_tests_first`).
+two-minute test when the others are nearly done (`long_tests.first`).
 """
 
 import os
