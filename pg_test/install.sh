@@ -334,6 +334,59 @@ ensure_citus() {
   chmod -R a+rX "$lib" "$share/extension"
 }
 
+# pg_tle (Trusted Language Extensions, aws/pg_tle), for the tests of the portable edition as a
+# pg_tle extension (pg_test/test_portable_tle.py, docs/portable.md): built from the source archive
+# in ../shared/vendor/pg_tle (or $IDGEN_PG_TLE_SOURCES) once per machine and server build, kept in
+# $PG_TLE_CACHE, and copied into a server tree that lacks it, as Citus is. Without the archive
+# nothing is built and those tests skip, saying so.
+PG_TLE_VERSION=1.5.2
+PG_TLE_CACHE=${IDGEN_PG_TLE_CACHE:-/var/cache/idgen/pg_tle}
+
+pg_tle_sources() {  # prints the folder holding pg_tle-VERSION.tar.gz, or fails
+  local d
+  for d in "${IDGEN_PG_TLE_SOURCES:-}" "$ROOT/../shared/vendor/pg_tle" /work/shared/vendor/pg_tle; do
+    [ -n "$d" ] && [ -f "$d/pg_tle-$PG_TLE_VERSION.tar.gz" ] && { (cd "$d" && pwd); return 0; }
+  done
+  return 1
+}
+
+ensure_pg_tle() {
+  local lib; lib=$("$PG_CONFIG" --pkglibdir)
+  local share; share=$("$PG_CONFIG" --sharedir)
+  local key  # e.g. pg_tle-1.5.2-PostgreSQL-15.20-Debian-15.20-0-deb12u1: pg_tle and the server build
+  key="pg_tle-$PG_TLE_VERSION-$("$PG_CONFIG" --version | tr -cs 'A-Za-z0-9.\n' '-' | sed 's/-$//')"
+  local cached="$PG_TLE_CACHE/$key"
+  if [ -f "$lib/pg_tle.so" ] && cmp -s "$cached/.built" "$lib/.idgen-pg_tle" 2>/dev/null; then
+    return 0
+  fi
+  if [ ! -f "$cached/.built" ]; then
+    local sources
+    if ! sources=$(pg_tle_sources); then
+      log "no pg_tle $PG_TLE_VERSION here (no pg_tle-$PG_TLE_VERSION.tar.gz in \$IDGEN_PG_TLE_SOURCES or ../shared/vendor/pg_tle): the pg_tle tests will skip"
+      return 0
+    fi
+    install_missing_packages " (to build pg_tle)" flex bison
+    log "building pg_tle $PG_TLE_VERSION for $("$PG_CONFIG" --version), once for this machine"
+    local work="$PG_TLE_CACHE/.build-$key"
+    rm -rf "$work" && mkdir -p "$work"
+    tar -xzf "$sources/pg_tle-$PG_TLE_VERSION.tar.gz" -C "$work"
+    local tree="$work/pg_tle-$PG_TLE_VERSION"
+    (cd "$tree" && make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$work/make.log" 2>&1 \
+       && make -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$work/stage" >>"$work/make.log" 2>&1) \
+      || die "building pg_tle $PG_TLE_VERSION failed: see $work/make.log"
+    mkdir -p "$work/out/lib" "$work/out/extension"
+    cp -a "$work/stage$lib/." "$work/out/lib/"
+    cp -a "$work/stage$share/extension/." "$work/out/extension/"
+    echo "$key" >"$work/out/.built"
+    rm -rf "$cached" && mv "$work/out" "$cached" && rm -rf "$work"
+  fi
+  log "installing pg_tle $PG_TLE_VERSION into $lib"
+  cp -a "$cached/lib/." "$lib/"
+  cp -a "$cached/extension/." "$share/extension/"
+  cp "$cached/.built" "$lib/.idgen-pg_tle"
+  chmod -R a+rX "$lib" "$share/extension"
+}
+
 # Where `make run` keeps its cluster: the checkout's ignored .pgdata/ when the postgres user can
 # write there, else /tmp/idgen-pgdata. (The cluster's directory is named after the version.)
 cluster_base() {

@@ -5,6 +5,7 @@ used by a role that is not a superuser on a server without idgen; and the switch
 extension (sql/portable/switch_to_extension.sql) with no id reissued."""
 
 import bisect
+import glob
 import os
 import subprocess
 import threading
@@ -13,6 +14,7 @@ import time
 import psycopg2
 import pytest
 from conftest import ROOT
+from idgen_harness import cluster, tle
 from test_upgrade import install_idgen, private_server
 
 PORTABLE = os.path.join(ROOT, "sql", "portable", "idgen_portable.sql")
@@ -32,18 +34,102 @@ def psql(c, path, *variables, db="postgres", user="postgres"):
 
 
 def install(c, *variables, db="postgres", user="postgres"):
-    done = psql(c, PORTABLE, *variables, db=db, user=user)
+    """The portable edition installed with psql's variables (name=value), as c's edition says:
+    the psql script, or (c.edition == "pg_tle") the pg_tle extension made from the same source,
+    its variables given as idgen_portable_configure() arguments and GRANTs (tle_install)."""
+    if getattr(c, "edition", "psql") == "pg_tle":
+        done = psql(c, tle_install(c, dict(v.split("=", 1) for v in variables), db), db=db, user=user)
+    else:
+        done = psql(c, PORTABLE, *variables, db=db, user=user)
     assert done.returncode == 0, done.stderr
     return done
+
+
+# ---- the pg_tle edition ---------------------------------------------------------------------------
+
+# pg_tle is built on the default and the newest version (pg_test/run, pg_tle): the tests that
+# run against both installs run against the pg_tle one there.
+TLE_VERSIONS = (15, 18)
+EDITIONS = ["psql", "pg_tle"] if cluster.server_major() in TLE_VERSIONS else ["psql"]
+TLE_CONF = "shared_preload_libraries = 'pg_tle'"
+TLE_CONF_WITH_IDGEN = "shared_preload_libraries = 'idgen,pg_tle'"
+
+
+def require_pg_tle(c):
+    """Fails where pg_test/run should have built pg_tle and did not; skips where no sources are."""
+    if not c.one("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_tle'"):
+        # where pg_test/install.sh (ensure_pg_tle) looks for the archive
+        places = [os.environ.get("IDGEN_PG_TLE_SOURCES", ""), os.path.join(ROOT, "..", "shared", "vendor", "pg_tle"),
+                  "/work/shared/vendor/pg_tle"]
+        if any(p and glob.glob(os.path.join(p, "pg_tle-*.tar.gz")) for p in places):
+            pytest.fail("pg_tle's sources are here but the server has no pg_tle: run the tests with make test")
+        pytest.skip("no pg_tle for this server (no sources in ../shared/vendor/pg_tle)")
+
+
+def tle_files(tmp):
+    """The pg_tle package as `make package` writes it (idgen_harness.tle), in tmp."""
+    files = tle.write(str(tmp))
+    for f in files:
+        os.chmod(f, 0o644)
+    os.chmod(str(tmp), 0o755)
+    return files
+
+
+def tle_install(c, variables, db):
+    """A psql script that does for the pg_tle edition what the psql edition does with variables:
+    pg_tle in the database (by the superuser), the extension stored (once per database) and
+    created, configured, and EXECUTE granted. Written next to c's data; returns its path."""
+    require_pg_tle(c)
+    schema = variables.get("schema")
+    c.q("CREATE EXTENSION IF NOT EXISTS pg_tle", db=db)
+    folder = os.path.join(c.base_dir, "tle-package")
+    if not os.path.exists(folder):
+        tle_files(folder)
+    calls = {k: variables[k] for k in ("worker_id", "epoch", "layout", "max_clock_wait") if k in variables}
+    lines = ["\\set ON_ERROR_STOP on",
+             "SELECT NOT EXISTS (SELECT FROM pgtle.available_extensions() WHERE name = 'idgen_portable')"
+             " AS fresh \\gset",
+             "\\if :fresh", f"\\i {folder}/idgen_portable--{tle.version()}.pgtle.sql", "\\endif",
+             "CREATE EXTENSION IF NOT EXISTS idgen_portable" + (f" SCHEMA {schema}" if schema else "") + ";"]
+    s = schema or "public"
+    if calls:
+        args = ", ".join(f"{k} => {int(v)}" if k != "layout" else f"{k} => $l${v}$l$" for k, v in calls.items())
+        lines.append(f"SELECT {s}.idgen_portable_configure({args}) \\gset")
+    for role in filter(None, (r.strip() for r in variables.get("grant_to", "").split(","))):
+        lines.append(f"GRANT EXECUTE ON FUNCTION {s}.snowflake_next() TO "
+                     + ("PUBLIC" if role.lower() == "public" else f'"{role}"') + ";")
+    path = os.path.join(folder, f"install-{len(os.listdir(folder))}.sql")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(path, 0o644)
+    return path
 
 
 # ---- parity with the extension ------------------------------------------------------------------
 
 
+@pytest.fixture(params=EDITIONS)
+def both(request):
+    """The extension in public and the portable edition in schema portable, in one database:
+    the psql script (both_psql), or the pg_tle extension made from it (both_pg_tle). (Two
+    module fixtures rather than one with params: a worker given the tests in another order then
+    switches between them instead of making either again.)"""
+    return request.getfixturevalue(f"both_{request.param}")
+
+
 @pytest.fixture(scope="module")
-def both(module_factory):
-    """The extension in public and the portable edition in schema portable, in one database."""
-    c = module_factory("parity", worker_id=1)
+def both_psql(module_factory):
+    return parity_server(module_factory, "psql")
+
+
+@pytest.fixture(scope="module")
+def both_pg_tle(module_factory):
+    return parity_server(module_factory, "pg_tle")
+
+
+def parity_server(module_factory, edition):
+    c = module_factory(f"parity-{edition}", worker_id=1, conf=[TLE_CONF_WITH_IDGEN] if edition == "pg_tle" else [])
+    c.edition = edition
     c.q("CREATE DATABASE parity")
     c.q("CREATE EXTENSION idgen", "CREATE SCHEMA portable",
         # the SQLSTATE a statement raises, or 'ok'
@@ -272,15 +358,36 @@ def test_the_same_names_signatures_and_labels(both, pg_major):
 # ---- the generators, on a server without idgen ------------------------------------------------
 
 
+@pytest.fixture(params=EDITIONS)
+def bare(request):
+    """bare_psql or bare_pg_tle, as both is both_psql or both_pg_tle."""
+    return request.getfixturevalue(f"bare_{request.param}")
+
+
 @pytest.fixture(scope="module")
-def bare(module_factory, tmp_path_factory):
+def bare_psql(module_factory, tmp_path_factory):
+    return bare_server(module_factory, tmp_path_factory, "psql")
+
+
+@pytest.fixture(scope="module")
+def bare_pg_tle(module_factory, tmp_path_factory):
+    return bare_server(module_factory, tmp_path_factory, "pg_tle")
+
+
+def bare_server(module_factory, tmp_path_factory, edition):
     """A server with no idgen at all (a private copy of the installation without its files),
     a role that may only create in schema keys, and the portable edition installed by it with
-    worker id 7."""
+    worker id 7: the psql script, or the pg_tle extension (the role then has pgtle_admin)."""
     server = private_server(str(tmp_path_factory.mktemp("bare") / "server"))
     install_idgen(server, [])
-    c = module_factory("bare", preload=False, worker_id=None, bin_dir=server[0], fake_clock=True)
+    c = module_factory(f"bare-{edition}", preload=False, worker_id=None, bin_dir=server[0], fake_clock=True,
+                       conf=[TLE_CONF] if edition == "pg_tle" else [])
+    c.edition = edition
     c.q("CREATE ROLE app LOGIN", "CREATE DATABASE app", "GRANT CONNECT ON DATABASE app TO app")
+    if c.edition == "pg_tle":  # pgtle_admin is made by CREATE EXTENSION pg_tle
+        require_pg_tle(c)
+        c.q("CREATE EXTENSION pg_tle", db="app")
+        c.q("GRANT pgtle_admin TO app")
     c.q("CREATE SCHEMA keys", "GRANT USAGE, CREATE ON SCHEMA keys TO app",
         "REVOKE CREATE ON SCHEMA public FROM PUBLIC", db="app")
     install(c, "worker_id=7", "schema=keys", db="app", user="app")
@@ -308,6 +415,11 @@ def test_installed_by_a_role_that_is_not_a_superuser_on_a_server_without_idgen(b
     bare.q("INSERT INTO keys.t (phase) VALUES (0)", db="app", user="writer")
 
 
+# a test of what only the psql script has (its variables' errors, several schemas in one database)
+PSQL_ONLY = pytest.mark.parametrize("bare", ["psql"], indirect=True)
+
+
+@PSQL_ONLY
 def test_without_a_worker_id_snowflake_next_names_the_variable(bare):
     bare.q("CREATE SCHEMA nowid AUTHORIZATION app", db="app")
     install(bare, "schema=nowid", db="app", user="app")
@@ -317,6 +429,7 @@ def test_without_a_worker_id_snowflake_next_names_the_variable(bare):
     assert done.returncode != 0 and "worker_id 1024 is out of range" in done.stderr
 
 
+@PSQL_ONLY
 def test_a_js53_portable_edition_makes_js53_ids_and_never_changes_its_layout_silently(bare):
     bare.q("CREATE SCHEMA js AUTHORIZATION app", db="app")
     install(bare, "schema=js", "worker_id=100", "layout=js53", db="app", user="app")
@@ -413,15 +526,19 @@ def test_many_writers_clock_steps_and_a_burst_past_the_cap_never_repeat_an_id(ba
     worker's field, each statement's increasing, every statement's ids above those of every
     statement that ended before it began (in any backend), and none from a tick the backend's
     clock had not reached when the statement ended."""
-    bare.q("CREATE SCHEMA burst AUTHORIZATION app", db="app")
-    install(bare, "schema=burst", "worker_id=7", "layout=js53", db="app", user="app")
+    # the pg_tle edition is one extension per database: its js53 generator in a database of its own
+    dbs = {"keys": "app", "burst": "app" if bare.edition == "psql" else "burst"}
+    if dbs["burst"] != "app":
+        bare.q("CREATE DATABASE burst OWNER app")
+    bare.q("CREATE SCHEMA burst AUTHORIZATION app", db=dbs["burst"])
+    install(bare, "schema=burst", "worker_id=7", "layout=js53", db=dbs["burst"], user="app")
     layouts = {"keys": ("twitter", 22, 12, 1023, 1), "burst": ("js53", 15, 8, 127, 10)}  # shifts, masks, ms
     stop = threading.Event()
     statements = {schema: [] for schema in layouts}  # (start, end, ids, clock at the end in ms)
     refusals, failures = [], []
 
     def writer(schema):
-        conn = bare.connect("app", user="app")
+        conn = bare.connect(dbs[schema], user="app")
         conn.autocommit = True
         try:
             with conn.cursor() as cur:

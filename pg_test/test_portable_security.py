@@ -13,19 +13,43 @@ import time
 
 import psycopg2
 import pytest
-from test_portable import PORTABLE, SWITCH, install, psql
+from test_portable import EDITIONS, PORTABLE, SWITCH, TLE_CONF, install, psql, require_pg_tle
 
 WORKER = 5
 
 
+@pytest.fixture(params=EDITIONS)
+def sec(request):
+    """sec_psql or sec_pg_tle: each test runs against both installs (test_portable.both)."""
+    return request.getfixturevalue(f"sec_{request.param}")
+
+
 @pytest.fixture(scope="module")
-def sec(module_factory):
+def sec_psql(module_factory):
+    return sec_server(module_factory, "psql")
+
+
+@pytest.fixture(scope="module")
+def sec_pg_tle(module_factory):
+    return sec_server(module_factory, "pg_tle")
+
+
+# a test of the psql script's -v grant_to (the pg_tle edition's grants are plain GRANTs)
+PSQL_ONLY = pytest.mark.parametrize("sec", ["psql"], indirect=True)
+
+
+def sec_server(module_factory, edition):
     """A server without idgen preloaded; the portable edition installed in schema keys by the
-    role installer (not a superuser) with grant_to=app; intruder, an ordinary role with USAGE on
-    keys but no grant."""
-    c = module_factory("sec", preload=False, worker_id=None)
+    role installer (not a superuser; with pgtle_admin for the pg_tle edition) with grant_to=app;
+    intruder, an ordinary role with USAGE on keys but no grant."""
+    c = module_factory(f"sec-{edition}", preload=False, worker_id=None, conf=[TLE_CONF] if edition == "pg_tle" else [])
+    c.edition = edition
     c.q("CREATE ROLE installer LOGIN", "CREATE ROLE app LOGIN", "CREATE ROLE intruder LOGIN",
         "CREATE DATABASE app")
+    if edition == "pg_tle":
+        require_pg_tle(c)
+        c.q("CREATE EXTENSION pg_tle", db="app")
+        c.q("GRANT pgtle_admin TO installer")
     c.q("CREATE SCHEMA keys AUTHORIZATION installer", "GRANT USAGE ON SCHEMA keys TO app, intruder", db="app")
     install(c, f"worker_id={WORKER}", "schema=keys", "grant_to=app", db="app", user="installer")
     return c
@@ -111,6 +135,7 @@ def test_temporary_relations_named_like_the_state_are_not_used(sec):
 # ---- item 1: EXECUTE only for the roles grant_to names ------------------------------------------
 
 
+@PSQL_ONLY
 def test_only_the_roles_grant_to_names_may_call_snowflake_next(sec):
     e = sec.error("SELECT keys.snowflake_next()", db="app", user="intruder")
     assert e.pgcode == "42501", e

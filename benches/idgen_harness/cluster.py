@@ -368,10 +368,18 @@ class Cluster:
                     raise
                 time.sleep(0.2)
 
-    def kill_backend(self, pid):
+    def kill_backend(self, pid, timeout=60):
         """SIGKILL one backend: the postmaster then resets shared memory and runs crash
-        recovery, as after any backend crash."""
+        recovery, as after any backend crash. Returns once the postmaster has logged the death
+        (and so refuses connections until recovery ends): a wait_for_connections() right after
+        the kill could otherwise be answered before the postmaster noticed it."""
         os.kill(pid, signal.SIGKILL)
+        noticed = f"(PID {pid}) was terminated by signal 9"
+        deadline = time.monotonic() + timeout
+        while noticed not in self.log():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the postmaster logged no death of backend {pid} within {timeout} s")
+            time.sleep(0.05)
 
     def pgbench_command(self, *args, db="postgres"):
         """The pgbench command line for this server (for a caller that runs it itself)."""

@@ -48,6 +48,7 @@
 -- is inlined), so they cost nothing per row; a SET clause saves and restores the setting on
 -- every call and stops a SQL function from being inlined.
 
+-- @psql-only {  (the pg_tle edition, sql/portable/pg_tle.sql, has none of this: see there)
 \set ON_ERROR_STOP on
 \if :{?schema}
 -- the schema, with this session's temporary schema searched last (not first) for relations
@@ -80,6 +81,7 @@ SELECT set_config('idgen_portable.grant_to', '', false) AS grant_to \gset
 \endif
 
 BEGIN;
+-- @psql-only }
 
 -- ---- base62 ----------------------------------------------------------------------------------
 
@@ -554,11 +556,15 @@ $fn$;
 -- uuid_v7(): on PostgreSQL 18 core's uuidv7() (ordered within a session, parallel safe). Before
 -- 18: the time with 12 bits of sub-millisecond fraction (RFC 9562's method 3), kept strictly
 -- increasing within the session in a session setting; so PARALLEL RESTRICTED.
-SELECT current_setting('server_version_num')::int >= 180000 AS has_uuidv7 \gset
-\if :has_uuidv7
+DO $uuid$
+BEGIN
+  IF pg_catalog.current_setting('server_version_num')::int >= 180000 THEN
+    EXECUTE $body$
 CREATE OR REPLACE FUNCTION uuid_v7() RETURNS uuid
-LANGUAGE sql VOLATILE STRICT PARALLEL SAFE AS $fn$ SELECT pg_catalog.uuidv7() $fn$;
-\else
+LANGUAGE sql VOLATILE STRICT PARALLEL SAFE AS $fn$ SELECT pg_catalog.uuidv7() $fn$
+$body$;
+  ELSE
+    EXECUTE $body$
 CREATE OR REPLACE FUNCTION uuid_v7() RETURNS uuid
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL RESTRICTED AS $fn$
 DECLARE
@@ -576,8 +582,11 @@ BEGIN
            OPERATOR(pg_catalog.||) pg_catalog.lpad(pg_catalog.to_hex(k OPERATOR(pg_catalog.&) 4095), 3, '0'))
           OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.replace(pg_catalog.gen_random_uuid()::pg_catalog.text, '-', ''), 17))::pg_catalog.uuid;
 END
-$fn$;
-\endif
+$fn$
+$body$;
+  END IF;
+END
+$uuid$;
 
 -- snowflake_next(): the last id's tick and sequence (tick << sequence bits | sequence, c below)
 -- live in a sequence, idgen_portable_snowflake_state, which is not transactional (a value is
@@ -701,31 +710,47 @@ BEGIN
 END
 $old_lock$;
 
-DO $install$
+-- idgen_portable_build(): snowflake_next() and the decoders that depend on the settings, written
+-- with the settings as constants (so that no session, role or database setting can change them),
+-- into schema target, after checking them; returns the layout as idgen writes it. The psql part
+-- below calls it with the psql variables; the pg_tle edition (sql/portable/pg_tle.sql) calls it
+-- from the trigger on its configuration table, so that a restore from pg_dump, whose CREATE
+-- EXTENSION makes the unconfigured generator, writes it again as the stored row says. edition
+-- ('psql' or 'pg_tle') picks how the errors' HINTs name the settings; grant_to NULL leaves
+-- EXECUTE on snowflake_next() as it is (pg_tle: plain GRANTs, which pg_dump keeps);
+-- layout_may_change lets another layout than the installed one in (pg_tle: while the state has
+-- issued nothing). Only its owner may call it.
+CREATE OR REPLACE FUNCTION idgen_portable_build(target text, worker text, epoch text, layout text, max_wait text,
+    grant_to text, edition text, layout_may_change boolean) RETURNS text
+LANGUAGE plpgsql VOLATILE AS $install$
 DECLARE
-  worker text := current_setting('idgen_portable.worker_id');
-  epoch text := current_setting('idgen_portable.epoch');
-  grant_to text := current_setting('idgen_portable.grant_to');
-  layout text := current_setting('idgen_portable.layout');  -- read by idgen_portable_layout()
-  max_wait text := current_setting('idgen_portable.max_clock_wait');
   l record;
   installed text;
-  state regclass := to_regclass(quote_ident(current_schema()) || '.idgen_portable_snowflake_state');
-  seqlock regclass := to_regclass(quote_ident(current_schema()) || '.idgen_portable_snowflake_seqlock');
+  state regclass := pg_catalog.to_regclass(pg_catalog.quote_ident(target) || '.idgen_portable_snowflake_state');
+  seqlock regclass := pg_catalog.to_regclass(pg_catalog.quote_ident(target) || '.idgen_portable_snowflake_seqlock');
   grantees text[] := '{}';
   g text;
+  psql boolean := edition = 'psql';
+  -- how a setting is given: psql's -v name=value, or the pg_tle edition's configure argument
+  setting text := CASE WHEN edition = 'psql' THEN '-v %s=%s' ELSE '%s => %s to ' || pg_catalog.quote_ident(target)
+                  || '.idgen_portable_configure()' END;
+  change_wait text := CASE WHEN edition = 'psql'
+                      THEN 'install idgen_portable.sql again with -v max_clock_wait=<ms>'
+                      ELSE pg_catalog.format('run SELECT %I.idgen_portable_configure(max_clock_wait => <ms>) as the extension''s owner', target) END;
+  epoch_given text := CASE WHEN edition = 'psql' THEN 'the epoch idgen_portable.sql was installed with'
+                      ELSE 'the epoch idgen_portable was configured with' END;
 BEGIN
   IF epoch !~ '^[0-9]{1,13}$' OR epoch::bigint > 2147483647000 THEN
     RAISE EXCEPTION 'idgen portable: epoch % is out of range', epoch
       USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Pass -v epoch=<Unix ms between 0 and 2147483647000>, or leave it out for 1288834974657.';
+            HINT = 'Pass ' || format(setting, 'epoch', '<Unix ms between 0 and 2147483647000>') || ', or leave it out for 1288834974657.';
   END IF;
   IF max_wait !~ '^[0-9]{1,8}$' THEN
     RAISE EXCEPTION 'idgen portable: max_clock_wait % is not a number of milliseconds', max_wait
       USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Pass -v max_clock_wait=<ms, 0 to 99999999>, or leave it out for 1000.';
+            HINT = 'Pass ' || format(setting, 'max_clock_wait', '<ms, 0 to 99999999>') || ', or leave it out for 1000.';
   END IF;
-  l := idgen_portable_layout(layout);
+  EXECUTE pg_catalog.format('SELECT * FROM %I.idgen_portable_layout($1)', target) INTO l USING layout;
   -- as idgen writes it (SHOW idgen.layout): a named layout's name, else time/worker/sequence/unit
   layout := CASE (l.time_bits, l.worker_bits, l.sequence_bits, l.unit_ms, l.sequence_above)
               WHEN (41, 10, 12, 1, false) THEN 'twitter' WHEN (41, 13, 10, 1, false) THEN 'instagram'
@@ -735,23 +760,24 @@ BEGIN
   IF worker <> '' AND (worker !~ '^[0-9]{1,5}$' OR worker::int >= (1 << l.worker_bits)) THEN
     RAISE EXCEPTION 'idgen portable: worker_id % is out of range for layout % (0-%)', worker, layout, (1 << l.worker_bits) - 1
       USING ERRCODE = 'invalid_parameter_value',
-            HINT = format('Pass -v worker_id=<0-%s>, unique per server that writes ids.', (1 << l.worker_bits) - 1);
+            HINT = format('Pass %s, unique per server that writes ids.', format(setting, 'worker_id', format('<0-%s>', (1 << l.worker_bits) - 1)));
   END IF;
   -- The layout never changes silently: the state counts ticks and sequences of the installed one.
-  IF to_regprocedure(quote_ident(current_schema()) || '.idgen_portable_settings()') IS NOT NULL THEN
+  IF to_regprocedure(quote_ident(target) || '.idgen_portable_settings()') IS NOT NULL AND NOT layout_may_change THEN
     installed := 'twitter';  -- an installation from before layouts
-    IF to_regprocedure(quote_ident(current_schema()) || '.idgen_portable_installed_layout()') IS NOT NULL THEN
-      EXECUTE format('SELECT %I.idgen_portable_installed_layout()', current_schema()) INTO installed;
+    IF to_regprocedure(quote_ident(target) || '.idgen_portable_installed_layout()') IS NOT NULL THEN
+      EXECUTE format('SELECT %I.idgen_portable_installed_layout()', target) INTO installed;
     END IF;
     IF installed <> layout THEN
-      RAISE EXCEPTION 'idgen portable: schema % has the portable edition of layout %, not %', current_schema(), installed, layout
+      RAISE EXCEPTION 'idgen portable: schema % has the portable edition of layout %, not %', target, installed, layout
         USING ERRCODE = 'object_not_in_prerequisite_state',
               DETAIL = 'Its generator''s state counts ticks of that layout; ids of another could sort below the ones it issued.',
-              HINT = format('Install again with -v layout=%s, or install the other layout into a schema of its own. Nothing was installed.', installed);
+              HINT = CASE WHEN psql THEN format('Install again with -v layout=%s, or install the other layout into a schema of its own. Nothing was installed.', installed)
+                      ELSE format('Keep layout %s; the other layout needs a database of its own. Nothing was changed.', installed) END;
     END IF;
   END IF;
   -- grant_to: role names as they are in pg_roles (exact case), or PUBLIC
-  IF grant_to !~ '^\s*$' THEN
+  IF grant_to !~ '^\s*$' THEN  -- (NULL: not a match)
     FOREACH g IN ARRAY string_to_array(grant_to, ',') LOOP
       g := btrim(g);
       IF g = '' THEN
@@ -771,19 +797,23 @@ BEGIN
     END LOOP;
   END IF;
   IF worker = '' THEN
-    EXECUTE $body$
-CREATE OR REPLACE FUNCTION snowflake_next() RETURNS bigint
+    EXECUTE format($body$
+CREATE OR REPLACE FUNCTION %I.snowflake_next() RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS $fn$
 BEGIN
-  RAISE EXCEPTION 'snowflake_next(): no worker id was given when idgen_portable.sql was installed'
+  RAISE EXCEPTION %L
     USING ERRCODE = 'object_not_in_prerequisite_state',
           DETAIL = 'The portable edition fixes the worker id when it is installed, so that no session can change it.',
-          HINT = 'Install it again with the psql variable worker_id: psql -v worker_id=<0-1023> -f idgen_portable.sql';
+          HINT = %L;
 END
-$fn$ $body$;
+$fn$ $body$, target,
+      CASE WHEN psql THEN 'snowflake_next(): no worker id was given when idgen_portable.sql was installed'
+           ELSE 'snowflake_next(): idgen_portable has no worker id yet' END,
+      CASE WHEN psql THEN 'Install it again with the psql variable worker_id: psql -v worker_id=<0-1023> -f idgen_portable.sql'
+           ELSE format('Give it one, as the extension''s owner: SELECT %I.idgen_portable_configure(worker_id => <0-1023>);', target) END);
   ELSE
     EXECUTE format($body$
-CREATE OR REPLACE FUNCTION snowflake_next() RETURNS bigint
+CREATE OR REPLACE FUNCTION %4$I.snowflake_next() RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   g bigint;            -- the seqlock
@@ -886,7 +916,7 @@ BEGIN
   LOOP
     IF now_ms OPERATOR(pg_catalog.<) 0 THEN
       RAISE EXCEPTION 'the clock is before the snowflake epoch' USING ERRCODE = 'system_error',
-        HINT = 'Check the system clock, or the epoch idgen_portable.sql was installed with.';
+        HINT = 'Check the system clock, or ' OPERATOR(pg_catalog.||) %15$L OPERATOR(pg_catalog.||) '.';
     END IF;
     now_t := now_ms OPERATOR(pg_catalog./) %6$s;
     EXIT WHEN NOT refused AND t OPERATOR(pg_catalog.<=) now_t;
@@ -900,7 +930,7 @@ BEGIN
           behind_ms USING ERRCODE = 'system_error',
           DETAIL = pg_catalog.format('No id is issued from a millisecond before the last one used, so ids never repeat or decrease. Ids resume once the clock reaches %%s.',
                                      pg_catalog.to_timestamp(((t OPERATOR(pg_catalog.*) %6$s) OPERATOR(pg_catalog.+) %2$s)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000)),
-          HINT = 'Check the system clock (NTP). To wait longer instead of failing, install idgen_portable.sql again with -v max_clock_wait=<ms>.';
+          HINT = 'Check the system clock (NTP). To wait longer instead of failing, ' OPERATOR(pg_catalog.||) %14$L OPERATOR(pg_catalog.||) '.';
       END IF;
     END IF;
     PERFORM pg_catalog.pg_sleep(LEAST(GREATEST((t OPERATOR(pg_catalog.*) %6$s) OPERATOR(pg_catalog.-) now_ms, 1), 10)::pg_catalog.float8
@@ -910,13 +940,13 @@ BEGIN
   END LOOP;
   IF t OPERATOR(pg_catalog.>) %7$s THEN
     RAISE EXCEPTION 'snowflake ids are exhausted for this epoch' USING ERRCODE = 'system_error',
-      HINT = 'Snowflake ids span the layout''s lifetime from the epoch idgen_portable.sql was installed with (docs/layouts.md).';
+      HINT = 'Snowflake ids span the layout''s lifetime from ' OPERATOR(pg_catalog.||) %15$L OPERATOR(pg_catalog.||) ' (docs/layouts.md).';
   END IF;
   RETURN ((t OPERATOR(pg_catalog.<<) %8$s)
           OPERATOR(pg_catalog.|) (%3$s::bigint OPERATOR(pg_catalog.<<) %9$s))
          OPERATOR(pg_catalog.|) ((c OPERATOR(pg_catalog.&) %10$s) OPERATOR(pg_catalog.<<) %11$s);
 END
-$fn$ $body$, state::oid, epoch, worker, current_schema(),
+$fn$ $body$, state::oid, epoch, worker, target,
       l.sequence_bits,                                                     -- 5: the sequence's bits in the state
       l.unit_ms,                                                           -- 6: ms per tick
       (1::bigint << LEAST(l.time_bits, 63 - l.worker_bits - l.sequence_bits)) - 1,  -- 7: the last tick
@@ -925,51 +955,66 @@ $fn$ $body$, state::oid, epoch, worker, current_schema(),
       (1::bigint << l.sequence_bits) - 1,                                  -- 10: the sequence's mask
       CASE WHEN l.sequence_above THEN l.worker_bits ELSE 0 END,           -- 11: the sequence's shift
       seqlock::oid,                                                        -- 12: the seqlock
-      max_wait::bigint);                                                   -- 13: max_clock_wait, ms
+      max_wait::bigint,                                                    -- 13: max_clock_wait, ms
+      change_wait,                                                         -- 14: how to change it
+      epoch_given);                                                        -- 15: where the epoch comes from
   END IF;
   -- EXECUTE: the installer and the roles of grant_to only (a reinstall keeps grants made before
   -- to named roles, and takes PUBLIC's away unless grant_to names it).
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.snowflake_next() FROM PUBLIC', current_schema());
+  IF grant_to IS NULL THEN
+    NULL;
+  ELSE
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.snowflake_next() FROM PUBLIC', target);
   IF cardinality(grantees) > 0 THEN
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.snowflake_next() TO %s', current_schema(),
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.snowflake_next() TO %s', target,
                    array_to_string(grantees, ', '));
   ELSE
     RAISE NOTICE 'idgen portable: no -v grant_to: only % and roles granted EXECUTE before may call %.snowflake_next()',
-      current_user, quote_ident(current_schema())
+      current_user, quote_ident(target)
       USING HINT = 'Run it again with -v grant_to=<role>[,<role>...] for the roles that insert rows.';
+  END IF;
   END IF;
   -- snowflake_timestamp(id) and snowflake_from_timestamp(ts): under the installed epoch and
   -- layout, as the extension's are under idgen.epoch and idgen.layout.
   EXECUTE format($body$
-CREATE OR REPLACE FUNCTION snowflake_timestamp(id bigint) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION %1$I.snowflake_timestamp(id bigint) RETURNS timestamptz
 LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$ SELECT %1$I.snowflake_timestamp(id, %2$s, %4$L) $fn$;
-CREATE OR REPLACE FUNCTION snowflake_from_timestamp(ts timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION %1$I.snowflake_from_timestamp(ts timestamptz) RETURNS bigint
 LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $fn$ SELECT %1$I.snowflake_from_timestamp(ts, %2$s, %4$L) $fn$;
-CREATE OR REPLACE FUNCTION idgen_portable_settings(OUT worker_id integer, OUT epoch bigint)
+CREATE OR REPLACE FUNCTION %1$I.idgen_portable_settings(OUT worker_id integer, OUT epoch bigint)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT %3$s::integer, %2$s::bigint $fn$;
-CREATE OR REPLACE FUNCTION idgen_portable_installed_layout() RETURNS text
+CREATE OR REPLACE FUNCTION %1$I.idgen_portable_installed_layout() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT %4$L::text $fn$;
-$body$, current_schema(), epoch, coalesce(nullif(worker, ''), 'NULL'), layout);
+$body$, target, epoch, coalesce(nullif(worker, ''), 'NULL'), layout);
   -- The one-argument worker and sequence decoders read Twitter's layout, IMMUTABLE (an index on
   -- them stays true): under another, they refuse and name the form to use, as the extension's.
   IF layout <> 'twitter' THEN
     EXECUTE format($body$
-CREATE OR REPLACE FUNCTION snowflake_worker_id(id bigint) RETURNS integer
+CREATE OR REPLACE FUNCTION %2$I.snowflake_worker_id(id bigint) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 BEGIN
   RAISE EXCEPTION 'snowflake_worker_id(id) decodes Twitter''s layout, and this portable edition''s layout is %1$s'
     USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Pass the layout: snowflake_worker_id(id, ''%1$s'').';
 END $fn$;
-CREATE OR REPLACE FUNCTION snowflake_sequence(id bigint) RETURNS integer
+CREATE OR REPLACE FUNCTION %2$I.snowflake_sequence(id bigint) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 BEGIN
   RAISE EXCEPTION 'snowflake_sequence(id) decodes Twitter''s layout, and this portable edition''s layout is %1$s'
     USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Pass the layout: snowflake_sequence(id, ''%1$s'').';
 END $fn$;
-$body$, layout);
+$body$, layout, target);
   END IF;
+  RETURN layout;
 END
 $install$;
+REVOKE ALL ON FUNCTION idgen_portable_build(text, text, text, text, text, text, text, boolean) FROM PUBLIC;
+
+-- @psql-only {
+SELECT idgen_portable_build(current_schema(), current_setting('idgen_portable.worker_id'),
+         current_setting('idgen_portable.epoch'), current_setting('idgen_portable.layout'),
+         current_setting('idgen_portable.max_clock_wait'), current_setting('idgen_portable.grant_to'), 'psql', false)
+       AS layout \gset
+-- @psql-only }
 
 -- The functions call their helpers by schema-qualified name, as their DEFAULTs, indexes and
 -- generated columns are evaluated under other search paths (logical replication's apply
@@ -990,4 +1035,6 @@ BEGIN
 END
 $qualify$;
 
+-- @psql-only {
 COMMIT;
+-- @psql-only }

@@ -1,0 +1,209 @@
+"""The portable edition as a pg_tle extension (benches/idgen_harness/tle.py, sql/portable/pg_tle.sql):
+made from the psql edition's own source; installed, configured, updated, dumped and restored by a
+role with pgtle_admin and no superuser; its settings changed by no one else. (The parity suite and
+the generator's tests run against this install too: test_portable.py's `both` and `bare`.)"""
+
+import os
+import subprocess
+import threading
+
+import psycopg2
+import pytest
+from idgen_harness import tle
+from test_portable import TLE_CONF, require_pg_tle, tle_files
+
+VERSION = tle.version()
+
+
+def run(c, *args, user="admin", db="app", **kw):
+    """A psql session as user in db with ON_ERROR_STOP, args after the connection's."""
+    cmd = [os.path.join(c.bin_dir, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", c.socket_dir,
+           "-p", str(c.port), "-U", user, "-d", db, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def create_database(c, name):
+    """A database with pg_tle (made by the superuser: CREATE EXTENSION pg_tle needs one), a
+    schema keys that admin owns, and idgen_portable stored in it by admin (pg_tle keeps an
+    extension's files in the database), not yet created."""
+    c.q(f"CREATE DATABASE {name} OWNER admin")
+    c.q("CREATE EXTENSION pg_tle", "CREATE SCHEMA keys AUTHORIZATION admin", db=name)
+    stored = run(c, "-f", c.files[2], db=name)
+    assert stored.returncode == 0, stored.stderr
+
+
+@pytest.fixture(scope="module")
+def tle_server(module_factory, tmp_path_factory):
+    """A server with pg_tle preloaded and no idgen; admin (pgtle_admin, no superuser) has stored
+    and created idgen_portable in schema keys of database app; app may only call it."""
+    c = module_factory("tle", preload=False, worker_id=None, conf=[TLE_CONF], fake_clock=True)
+    require_pg_tle(c)
+    c.files = tle_files(tmp_path_factory.mktemp("tle-package"))
+    c.q("CREATE ROLE admin LOGIN", "CREATE ROLE app LOGIN")
+    c.q("CREATE EXTENSION pg_tle")  # makes the role pgtle_admin
+    c.q("GRANT pgtle_admin TO admin")
+    create_database(c, "app")
+    c.q("GRANT USAGE ON SCHEMA keys TO app", db="app")
+    c.q("CREATE EXTENSION idgen_portable SCHEMA keys", db="app", user="admin")
+    return c
+
+
+def test_the_script_is_the_psql_edition_without_its_psql_only_regions():
+    with open(tle.PORTABLE) as f:
+        source = f.read()
+    script = tle.script()
+    assert "\n\\" not in script and "BEGIN;\n" not in script and "COMMIT;" not in script
+    # every line of the shared part is the psql edition's, in its order
+    shared = tle.without_psql_only(source)
+    assert shared in script and len(shared) > 0.9 * len(source)
+    with open(tle.TLE_PART) as f:
+        assert script.endswith(f.read())
+    for broken in (source.replace(tle.END, "-- (closed no more)", 1), "\\set x 1\n" + source):
+        with pytest.raises(ValueError):
+            tle.without_psql_only(broken)
+
+
+def test_created_by_a_role_without_superuser_and_configured_by_its_owner_alone(tle_server):
+    c = tle_server
+    assert c.one("SELECT rolsuper FROM pg_roles WHERE rolname = 'admin'") is False
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen_portable'", db="app") == VERSION
+    assert c.one("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'idgen_portable'",
+                 db="app") == "admin"
+    # unconfigured: 55000, and the HINT says how
+    e = c.error("SELECT keys.snowflake_next()", db="app", user="admin")
+    assert e.pgcode == "55000" and "keys.idgen_portable_configure(worker_id =>" in e.diag.message_hint, e
+    # nobody else may call it, configure it or write its table
+    assert c.error("SELECT keys.idgen_portable_configure(worker_id => 3)", db="app", user="app").pgcode == "42501"
+    assert c.error("INSERT INTO keys.idgen_portable_config (worker_id) VALUES (3)", db="app",
+                   user="app").pgcode == "42501"
+    row = c.q("SELECT * FROM keys.idgen_portable_configure(worker_id => 5, layout => ' Instagram ')", db="app",
+              user="admin")
+    assert row == [(True, 5, 1288834974657, "instagram", 1000)]
+    c.q("GRANT EXECUTE ON FUNCTION keys.snowflake_next() TO app", db="app", user="admin")
+    first = c.one("SELECT keys.snowflake_next()", db="app", user="app")
+    assert c.one(f"SELECT keys.snowflake_worker_id({first}, 'instagram')", db="app") == 5
+    # no session, role or database setting changes what is written into snowflake_next()
+    c.q("ALTER DATABASE app SET idgen_portable.worker_id = '9'", "ALTER ROLE app SET idgen_portable.layout = 'js53'")
+    assert c.one("SET idgen_portable.worker_id = '11'",
+                 "SELECT keys.snowflake_worker_id(keys.snowflake_next(), 'instagram')", db="app", user="app") == 5
+    c.q("ALTER DATABASE app RESET ALL", "ALTER ROLE app RESET ALL")
+    # bad settings: refused with their SQLSTATE and HINT, nothing changed
+    for call, code, hint in [("worker_id => 8192", "22023", "worker_id => <0-8191> to keys.idgen_portable_configure()"),
+                             ("max_clock_wait => -1", "22023", "max_clock_wait => <ms, 0 to 99999999> to keys."),
+                             ("epoch => -5", "22023", "epoch => <Unix ms between 0 and 2147483647000> to keys."),
+                             ("layout => 'banana'", "22023", ""),
+                             ("layout => 'twitter'", "55000", "Keep layout instagram")]:
+        e = c.error(f"SELECT keys.idgen_portable_configure({call})", db="app", user="admin")
+        assert e.pgcode == code and hint in (e.diag.message_hint or ""), (call, e, e.diag.message_hint)
+    assert c.q("SELECT * FROM keys.idgen_portable_config", db="app") == [(True, 5, 1288834974657, "instagram", 1000)]
+    assert c.error("DELETE FROM keys.idgen_portable_config", db="app", user="admin").pgcode == "55000"
+    assert c.error("TRUNCATE keys.idgen_portable_config", db="app", user="admin").pgcode == "55000"
+    assert c.one("SELECT keys.snowflake_next()", db="app", user="app") > first
+
+
+def ids_of(c, db, n, user="app"):
+    return [r[0] for r in c.q(f"SELECT keys.snowflake_next() FROM generate_series(1, {n})", db=db, user=user)]
+
+
+def test_alter_extension_update_with_writers_running_keeps_the_state_and_every_id_above_the_old(tle_server):
+    """The script is its own update script: the path from this version to a next one made of
+    the same source (what a release's update path is), run with ALTER EXTENSION ... UPDATE while
+    two writers call snowflake_next(): no id twice, every id after the update above every id
+    before it, the settings and the grants kept."""
+    c = tle_server
+    create_database(c, "upd")
+    c.q("CREATE EXTENSION idgen_portable SCHEMA keys",
+        "CREATE TABLE keys.t (id bigint PRIMARY KEY DEFAULT keys.snowflake_next(), phase int)", db="upd", user="admin")
+    c.q("SELECT keys.idgen_portable_configure(worker_id => 12, layout => 'js53', max_clock_wait => 2500)",
+        "GRANT EXECUTE ON FUNCTION keys.snowflake_next() TO app", "GRANT USAGE ON SCHEMA keys TO app",
+        "GRANT INSERT ON keys.t TO app", db="upd", user="admin")
+    before = ids_of(c, "upd", 2000)
+    nxt = VERSION + "-next"
+    c.q(f"SELECT pgtle.install_update_path('idgen_portable', '{VERSION}', '{nxt}', $_x$" + tle.script() + "$_x$)",
+        db="upd", user="admin")
+    stop, failures = threading.Event(), []
+
+    def writer():
+        conn = c.connect("upd", user="app")
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    cur.execute("INSERT INTO keys.t (phase) SELECT 1 FROM generate_series(1, 50)")
+        except psycopg2.Error as e:
+            failures.append(e)
+        finally:
+            conn.close()
+
+    writers = [threading.Thread(target=writer) for _ in range(2)]
+    for w in writers:
+        w.start()
+    try:
+        c.q(f"ALTER EXTENSION idgen_portable UPDATE TO '{nxt}'", db="upd", user="admin")
+        c.q("INSERT INTO keys.t (phase) SELECT 2 FROM generate_series(1, 500)", db="upd", user="app")
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(60)
+    assert not failures, failures
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen_portable'", db="upd") == nxt
+    assert c.q("SELECT worker_id, layout, max_clock_wait FROM keys.idgen_portable_config", db="upd") == [
+        (12, "js53", 2500)]
+    after = ids_of(c, "upd", 2000)
+    rows = c.one("SELECT count(*) FROM keys.t", db="upd")
+    assert rows > 500 and rows == c.one("SELECT count(DISTINCT id) FROM keys.t", db="upd")
+    assert c.one(f"SELECT min(id) > {max(before)} FROM keys.t", db="upd") is True
+    assert min(after) > c.one("SELECT max(id) FROM keys.t", db="upd") > max(before)
+    assert c.one("SELECT bool_and(keys.snowflake_worker_id(id, 'js53') = 12) FROM keys.t", db="upd") is True
+    # 2,500 ms still written into the new body (a refusal names it)
+    assert "max_clock_wait (2500 ms)" in c.one("SELECT prosrc FROM pg_proc WHERE proname = 'snowflake_next'", db="upd")
+
+
+def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
+    """pg_dump as admin; restored as admin into a new database where the superuser made pg_tle:
+    the stored extension, then CREATE EXTENSION (the unconfigured generator), then the settings'
+    row (whose trigger writes the configured one), then the state's value; the generator goes on
+    above every stored id, under the same settings and grants."""
+    c = tle_server
+    create_database(c, "src")
+    c.q("CREATE EXTENSION idgen_portable SCHEMA keys",
+        "SELECT keys.idgen_portable_configure(worker_id => 77, epoch => 1600000000000)",
+        "GRANT EXECUTE ON FUNCTION keys.snowflake_next() TO app",
+        "CREATE TABLE keys.orders (id bigint PRIMARY KEY DEFAULT keys.snowflake_next(), u uuid DEFAULT keys.uuid_v7())",
+        "GRANT USAGE ON SCHEMA keys TO app", "GRANT INSERT, SELECT ON keys.orders TO app", db="src", user="admin")
+    c.q("INSERT INTO keys.orders SELECT FROM generate_series(1, 5000)", db="src", user="app")
+    high = c.one("SELECT max(id) FROM keys.orders", db="src")
+    dump = tmp_path / "src.sql"
+    done = subprocess.run([os.path.join(c.bin_dir, "pg_dump"), "-h", c.socket_dir, "-p", str(c.port), "-U", "admin",
+                           "-d", "src", "-f", str(dump)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = dump.read_text()
+    order = [text.index(s) for s in ('CREATE FUNCTION pgtle."idgen_portable.control"()',
+                                     "CREATE EXTENSION IF NOT EXISTS idgen_portable WITH SCHEMA keys",
+                                     "COPY keys.idgen_portable_config",
+                                     "SELECT pg_catalog.setval('keys.idgen_portable_snowflake_state'",
+                                     "GRANT ALL ON FUNCTION keys.snowflake_next() TO app")]
+    assert order == sorted(order), order
+    # the restore: a new database with pg_tle, the dump run as admin (the superuser's objects it
+    # names, pg_tle's schema and extension, are already there: those statements fail, no other)
+    c.q("CREATE DATABASE dst OWNER admin")
+    c.q("CREATE EXTENSION pg_tle", db="dst")
+    restored = run(c, "-v", "ON_ERROR_STOP=0", "-f", str(dump), db="dst")
+    errors = [line for line in restored.stderr.splitlines() if "ERROR" in line]
+    assert all("already exists" in e or "must be owner of extension pg_tle" in e for e in errors), errors
+    assert c.one("SELECT count(*) FROM keys.orders", db="dst") == 5000
+    assert c.q("SELECT worker_id, epoch FROM keys.idgen_portable_config", db="dst") == [(77, 1600000000000)]
+    # the state comes back as dumped; with the clock half a second behind the newest id, the
+    # restored generator waits for it (a fresh state would issue ids below the stored ones)
+    state = "SELECT last_value FROM keys.idgen_portable_snowflake_state"
+    assert c.one(state, db="dst") == c.one(state, db="src")
+    c.clock.set("-0.5s")
+    try:
+        c.q("INSERT INTO keys.orders SELECT FROM generate_series(1, 1000)", db="dst", user="app")
+    finally:
+        c.clock.set("+0")
+    assert c.one(f"SELECT count(*) FROM keys.orders WHERE id > {high}", db="dst") == 1000
+    assert c.one("SELECT bool_and(keys.snowflake_worker_id(id) = 77) FROM keys.orders", db="dst") is True
+    # decoded under the restored epoch, the newest id is from about now
+    assert c.one("SELECT abs(extract(epoch FROM now() - keys.snowflake_timestamp(max(id)))) < 600 FROM keys.orders",
+                 db="dst") is True
