@@ -121,31 +121,11 @@ def test_alter_extension_update_with_writers_running_keeps_the_state_and_every_i
     nxt = VERSION + "-next"
     c.q(f"SELECT pgtle.install_update_path('idgen_portable', '{VERSION}', '{nxt}', $_x$" + tle.script() + "$_x$)",
         db="upd", user="admin")
-    stop, failures = threading.Event(), []
-
-    def writer():
-        conn = c.connect("upd", user="app")
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                while not stop.is_set():
-                    cur.execute("INSERT INTO keys.t (phase) SELECT 1 FROM generate_series(1, 50)")
-        except psycopg2.Error as e:
-            failures.append(e)
-        finally:
-            conn.close()
-
-    writers = [threading.Thread(target=writer) for _ in range(2)]
-    for w in writers:
-        w.start()
-    try:
+    def update():
         c.q(f"ALTER EXTENSION idgen_portable UPDATE TO '{nxt}'", db="upd", user="admin")
         c.q("INSERT INTO keys.t (phase) SELECT 2 FROM generate_series(1, 500)", db="upd", user="app")
-    finally:
-        stop.set()
-        for w in writers:
-            w.join(60)
-    assert not failures, failures
+
+    assert writers_during(c, "upd", update) == []
     assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen_portable'", db="upd") == nxt
     assert c.q("SELECT worker_id, layout, max_clock_wait FROM keys.idgen_portable_config", db="upd") == [
         (12, "js53", 2500)]
@@ -207,3 +187,78 @@ def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
     # decoded under the restored epoch, the newest id is from about now
     assert c.one("SELECT abs(extract(epoch FROM now() - keys.snowflake_timestamp(max(id)))) < 600 FROM keys.orders",
                  db="dst") is True
+
+
+MOVE = os.path.join(os.path.dirname(tle.PORTABLE), "move_to_pg_tle.sql")
+
+
+def writers_during(c, db, action, n=2):
+    """n sessions of app inserting into keys.t (phase 1) in a loop while action() runs; returns
+    the errors they met."""
+    stop, failures = threading.Event(), []
+
+    def writer():
+        conn = c.connect(db, user="app")
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    cur.execute("INSERT INTO keys.t (phase) SELECT 1 FROM generate_series(1, 50)")
+        except psycopg2.Error as e:
+            failures.append(e)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=writer) for _ in range(n)]
+    for t in threads:
+        t.start()
+    try:
+        action()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    return failures
+
+
+def test_moving_from_the_psql_edition_with_writers_running_reissues_nothing_and_keeps_settings_and_grants(tle_server):
+    """The psql edition, installed by admin with its variables and used by app, moved to the
+    extension by move_to_pg_tle.sql while two writers insert: its objects become the extension's
+    (the same snowflake_next(), so the table's DEFAULT is untouched), its settings the row, no id
+    twice and every id after the move above every id before it; app may still call it, and
+    pg_dump keeps that grant (were it recorded as the extension's own, a restore would lose it)."""
+    c = tle_server
+    create_database(c, "move")
+    c.q("GRANT USAGE ON SCHEMA keys TO app", db="move", user="admin")
+    done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-X", "-q", "-h", c.socket_dir, "-p", str(c.port),
+                           "-U", "admin", "-d", "move", "-v", "ON_ERROR_STOP=1", "-v", "worker_id=21",
+                           "-v", "layout=discord", "-v", "max_clock_wait=3000", "-v", "grant_to=app",
+                           "-v", "schema=keys", "-f", tle.PORTABLE], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    c.q("CREATE TABLE keys.t (id bigint PRIMARY KEY DEFAULT keys.snowflake_next(), phase int)",
+        "GRANT INSERT ON keys.t TO app", db="move", user="admin")
+    c.q("INSERT INTO keys.t (phase) SELECT 0 FROM generate_series(1, 1000)", db="move", user="app")
+    high = c.one("SELECT max(id) FROM keys.t", db="move")
+    fn = c.one("SELECT 'keys.snowflake_next()'::regprocedure::oid", db="move")
+
+    def move():
+        moved = run(c, "-v", "schema=keys", "-f", MOVE, db="move")
+        assert moved.returncode == 0, moved.stderr
+
+    assert writers_during(c, "move", move) == []
+    c.q("INSERT INTO keys.t (phase) SELECT 2 FROM generate_series(1, 1000)", db="move", user="app")
+    assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen_portable'", db="move") == VERSION
+    assert c.one("SELECT 'keys.snowflake_next()'::regprocedure::oid", db="move") == fn
+    assert c.one("SELECT count(*) FROM pg_depend WHERE objid = %s AND deptype = 'e'" % fn, db="move") == 1
+    assert c.q("SELECT worker_id, epoch, layout, max_clock_wait FROM keys.idgen_portable_config", db="move") == [
+        (21, 1288834974657, "discord", 3000)]
+    assert c.one("SELECT count(*) = count(DISTINCT id) FROM keys.t", db="move") is True
+    assert c.one(f"SELECT min(id) > {high} FROM keys.t WHERE phase > 0", db="move") is True
+    assert c.one("SELECT bool_and(keys.snowflake_worker_id(id, 'discord') = 21) FROM keys.t", db="move") is True
+    assert c.one("SELECT min(id) FROM keys.t WHERE phase = 2", db="move") > c.one(
+        "SELECT max(id) FROM keys.t WHERE phase = 1", db="move")
+    # the grant is app's own, not the extension's: pg_dump writes it
+    assert c.one("SELECT initprivs::text FROM pg_init_privs WHERE objoid = %s" % fn, db="move") == "{admin=X/admin}"
+    dump = subprocess.run([os.path.join(c.bin_dir, "pg_dump"), "-h", c.socket_dir, "-p", str(c.port), "-U", "admin",
+                           "-d", "move"], capture_output=True, text=True)
+    assert dump.returncode == 0 and "GRANT ALL ON FUNCTION keys.snowflake_next() TO app;" in dump.stdout

@@ -1,5 +1,6 @@
 """The portable edition as a pg_tle extension, written from the psql edition's own source: the
-script is sql/portable/idgen_portable.sql without its `-- @psql-only {` ... `-- @psql-only }`
+script is sql/portable/pg_tle_adopt.sql (taking in an install of the psql edition in the same
+schema), then sql/portable/idgen_portable.sql without its `-- @psql-only {` ... `-- @psql-only }`
 regions (psql's variables, BEGIN and COMMIT, the call that installs with the variables), followed
 by sql/portable/pg_tle.sql (the configuration table, its trigger, idgen_portable_configure()).
 Nothing is written twice by hand: a change to the psql edition is a change to the extension.
@@ -17,6 +18,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PORTABLE = os.path.join(ROOT, "sql", "portable", "idgen_portable.sql")
 TLE_PART = os.path.join(ROOT, "sql", "portable", "pg_tle.sql")
+ADOPT = os.path.join(ROOT, "sql", "portable", "pg_tle_adopt.sql")
 NAME = "idgen_portable"
 DESCRIPTION = "idgen's portable edition: snowflake ids, UUIDv7 and base62 in SQL and PL/pgSQL"
 BEGIN, END = "-- @psql-only {", "-- @psql-only }"
@@ -56,10 +58,13 @@ def script():
         shared = without_psql_only(f.read())
     with open(TLE_PART) as f:
         tle = f.read()
+    with open(ADOPT) as f:
+        adopt = f.read()
     head = (f"-- {NAME} {version()}, the pg_tle edition of idgen's portable edition: written by\n"
             "-- benches/idgen_harness/tle.py from sql/portable/idgen_portable.sql (without its psql-only\n"
-            "-- regions) and sql/portable/pg_tle.sql. Edit those, not this.\n\n")
-    text = head + shared + "\n" + tle
+            "-- regions), after sql/portable/pg_tle_adopt.sql and before sql/portable/pg_tle.sql. Edit\n"
+            "-- those, not this.\n\n")
+    text = head + adopt + "\n" + shared + "\n" + tle
     if TAG in text:
         raise ValueError(f"the script holds {TAG}, the dollar quote that wraps it")
     return text

@@ -94,13 +94,28 @@ REVOKE ALL ON FUNCTION idgen_portable_configure(integer, bigint, text, integer) 
 
 -- The generator: on CREATE EXTENSION the unconfigured one (snowflake_next() is not there yet), the
 -- installer's alone until granted (GRANT EXECUTE ON FUNCTION snowflake_next() TO the writers; the
--- grants are kept by updates and by pg_dump); on an update, written again from the row.
+-- grants are kept by updates and by pg_dump). Over an adopted psql edition (pg_tle_adopt.sql),
+-- its settings become the row: its worker id and epoch (idgen_portable_settings()), its layout,
+-- and the max_clock_wait written into its snowflake_next(). On an update, written again from
+-- the row.
 DO $generator$
+DECLARE
+  adopted record;
 BEGIN
   IF pg_catalog.to_regprocedure('@extschema@.snowflake_next()') IS NULL THEN
     PERFORM @extschema@.idgen_portable_build((pg_catalog.parse_ident('@extschema@'))[1], '', '1288834974657',
                                              'twitter', '1000', NULL, 'pg_tle', false);
     REVOKE ALL ON FUNCTION @extschema@.snowflake_next() FROM PUBLIC;
+  ELSIF NOT EXISTS (SELECT FROM @extschema@.idgen_portable_config) THEN
+    SELECT s.worker_id, s.epoch, @extschema@.idgen_portable_installed_layout() AS layout,
+           pg_catalog.substring(p.prosrc, 'longer than max_clock_wait \((\d+) ms\)')::integer AS max_clock_wait
+      INTO adopted
+      FROM @extschema@.idgen_portable_settings() s, pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.snowflake_next()'::pg_catalog.regprocedure;
+    IF adopted.worker_id IS NOT NULL THEN
+      INSERT INTO @extschema@.idgen_portable_config (worker_id, epoch, layout, max_clock_wait)
+      VALUES (adopted.worker_id, adopted.epoch, adopted.layout, adopted.max_clock_wait);
+    END IF;
   END IF;
 END
 $generator$;
