@@ -641,8 +641,11 @@ def test_a_cancel_while_holding_the_lock_does_not_leave_it_held(bare):
 # ---- the switch to the extension ---------------------------------------------------------------
 
 
-def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_hand(cluster_factory):
-    c = cluster_factory("switch", worker_id=3, fake_clock=True)
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_hand(cluster_factory, edition):
+    c = cluster_factory("switch", worker_id=3, fake_clock=True,
+                        conf=[TLE_CONF_WITH_IDGEN] if edition == "pg_tle" else [])
+    c.edition = edition
     c.q("CREATE DATABASE app")
     install(c, "worker_id=3", db="app")
     c.q("CREATE SEQUENCE code_seq",
@@ -664,6 +667,9 @@ def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_han
     assert done.returncode != 0 and "behind the last id" in done.stderr, done.stderr
     assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen'", db="app") == 0
     assert c.one("SELECT to_regprocedure('public.idgen_portable_settings()') IS NOT NULL", db="app")
+    if edition == "pg_tle":  # still the extension's members
+        assert c.one("SELECT count(*) FROM pg_depend WHERE deptype = 'e' AND refobjid ="
+                     " (SELECT oid FROM pg_extension WHERE extname = 'idgen_portable')", db="app") > 30
 
     # a few seconds behind (8 s, less the time set() waits for the clock to settle): it waits,
     # then switches
@@ -671,6 +677,7 @@ def test_moving_to_the_extension_reissues_nothing_and_rewrites_no_default_by_han
     done = psql(c, SWITCH, db="app")
     assert done.returncode == 0, done.stderr
     assert c.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'", db="app") is not None
+    assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen_portable'", db="app") == 0
     # every DEFAULT now calls the extension's C functions
     languages = c.q("SELECT DISTINCT l.lanname FROM pg_attrdef d"
                     " JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum AND a.attgenerated = ''"

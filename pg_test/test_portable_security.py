@@ -13,7 +13,7 @@ import time
 
 import psycopg2
 import pytest
-from test_portable import EDITIONS, PORTABLE, SWITCH, TLE_CONF, install, psql, require_pg_tle
+from test_portable import EDITIONS, PORTABLE, SWITCH, TLE_CONF, TLE_CONF_WITH_IDGEN, install, psql, require_pg_tle
 
 WORKER = 5
 
@@ -408,11 +408,14 @@ def test_the_switch_refuses_when_the_extensions_generator_cannot_run(cluster_fac
     assert c.one("SELECT count(*) FROM orders", db="app") == 2
 
 
-def test_no_portable_id_is_issued_while_the_switch_runs(cluster_factory):
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_no_portable_id_is_issued_while_the_switch_runs(cluster_factory, edition):
     """Clients call snowflake_next() in loops while the switch runs, the extension with the
     portable edition's worker id: every id is unique, and the extension's first is greater than
-    every portable one (the retired state sequence holds the last one issued)."""
-    c = cluster_factory("switch-race", worker_id=3)
+    every portable one (the retired state sequence holds the last one issued). From the psql
+    edition and from the pg_tle one, which is dropped."""
+    c = cluster_factory("switch-race", worker_id=3, conf=[TLE_CONF_WITH_IDGEN] if edition == "pg_tle" else [])
+    c.edition = edition
     c.q("CREATE DATABASE app")
     install(c, "worker_id=3", db="app")
     # an index keeps the retired schema, and in it the portable edition's state
@@ -462,3 +465,4 @@ def test_no_portable_id_is_issued_while_the_switch_runs(cluster_factory):
         assert mine == sorted(mine), n
     # the errors are the callers that waited for the lock during the switch: refused it after
     assert all(e.pgcode == "42P01" for e in errors), errors[:3]
+    assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen_portable'", db="app") == 0

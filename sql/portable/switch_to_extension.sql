@@ -1,4 +1,6 @@
--- From idgen's portable edition to the extension, in one transaction, in one database:
+-- From idgen's portable edition to the extension, in one transaction, in one database; the
+-- portable edition installed with psql (idgen_portable.sql) or as the pg_tle extension
+-- idgen_portable (its members are released from it first, and it is dropped at the end):
 --
 --   psql -f sql/portable/switch_to_extension.sql                 (the schema it was installed in
 --   psql -v schema=keys -f sql/portable/switch_to_extension.sql   is the current one, or given)
@@ -157,14 +159,34 @@ DO $retire$
 DECLARE
   f regprocedure;
   lock_table text;
+  member record;
 BEGIN
+  -- The pg_tle edition (CREATE EXTENSION idgen_portable): its members become loose objects, as
+  -- the psql edition's are, all but its configuration table and the two functions that write
+  -- it, which stay where they are and go with the extension (DROP EXTENSION idgen_portable,
+  -- below, once idgen's generator runs).
+  FOR member IN SELECT pg_catalog.upper(o.type) AS type, o.identity
+                  FROM pg_depend d, LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) o
+                 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+                   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen_portable'
+                                        AND extnamespace = current_schema()::regnamespace)
+                   AND NOT (d.classid = 'pg_class'::regclass AND d.objid = to_regclass(quote_ident(current_schema())
+                                                                             || '.idgen_portable_config'))
+                   AND NOT (d.classid = 'pg_proc'::regclass AND d.objid IN (
+                              to_regprocedure(quote_ident(current_schema()) || '.idgen_portable_config_apply()'),
+                              to_regprocedure(quote_ident(current_schema())
+                                              || '.idgen_portable_configure(integer, bigint, text, integer)'))) LOOP
+    EXECUTE format('ALTER EXTENSION idgen_portable DROP %s %s', member.type, member.identity);
+  END LOOP;
   FOR f IN SELECT p.oid FROM pg_proc p
             WHERE p.pronamespace = current_schema()::regnamespace
               AND (p.proname LIKE 'idgen\_portable\_%'
                    OR p.proname IN ('base62_encode', 'base62_decode', 'uuid_to_base62', 'base62_to_uuid',
                                     'snowflake_next', 'snowflake_timestamp', 'snowflake_worker_id',
                                     'snowflake_sequence', 'snowflake_from_timestamp', 'uuid_v7',
-                                    'uuid_v7_timestamp', 'uuid_v7_boundary')) LOOP
+                                    'uuid_v7_timestamp', 'uuid_v7_boundary'))
+              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                                                        AND d.deptype = 'e') LOOP
     EXECUTE format('ALTER FUNCTION %s SET SCHEMA idgen_portable_retired', f);
   END LOOP;
   -- A portable call waiting for the lock then finds no table of that name (LOCK TABLE looks
@@ -244,6 +266,12 @@ BEGIN
     EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', d.tbl, d.attname, expr);
     RAISE NOTICE 'column % of %: DEFAULT %', d.attname, d.tbl, expr;
   END LOOP;
+  -- the pg_tle edition: the extension, now only its configuration table (its functions, moved
+  -- into idgen_portable_retired with the others, go with that schema)
+  IF EXISTS (SELECT FROM pg_extension WHERE extname = 'idgen_portable' AND extnamespace = current_schema()::regnamespace) THEN
+    DROP EXTENSION idgen_portable;
+    RAISE NOTICE 'the pg_tle extension idgen_portable is dropped; pgtle.uninstall_extension(''idgen_portable'') removes its stored versions';
+  END IF;
   SELECT string_agg(DISTINCT pg_describe_object(dep.classid, dep.objid, dep.objsubid), ', ') INTO left_over
     FROM pg_depend dep
     JOIN pg_proc p ON dep.refclassid = 'pg_proc'::regclass AND p.oid = dep.refobjid
