@@ -12,6 +12,9 @@ How a page marks its blocks (an HTML comment on the line before the fence, invis
   portable edition (sql/portable/idgen_portable.sql) and no extension;
 - `<!-- example: server=keyed -->`: run on a second server that has the base62 key file the
   page's shell block makes (mode 0600, named by idgen.base62_key_file);
+- `<!-- example: server=pg_tle db=pg_tle -->`: run on a server with pg_tle preloaded, in a
+  database where pg_tle was created and the pg_tle edition stored (the .pgtle.sql file), with a
+  schema keys and a role app; on the versions pg_tle is built for (15 and 18) only;
 - `<!-- example: min=18 -->`: PostgreSQL 18's own SQL, run on 18 and later only;
 - a hidden set-up, for what the reader is assumed to have already (`your table`):
   `<!-- example setup` ... `-->`, its lines run as SQL before the next block.
@@ -24,7 +27,8 @@ import subprocess
 
 import pytest
 from conftest import ROOT
-from idgen_harness import cluster
+from idgen_harness import cluster, tle
+from test_portable import TLE_CONF_WITH_IDGEN, TLE_VERSIONS
 
 DOCS = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 MARK = re.compile(r"^<!-- example: (.*?) -->$")
@@ -32,6 +36,10 @@ DATABASES = {  # db= name: the scripts (and their psql variables) run before its
     "main": [],
     "registry": [(os.path.join(ROOT, "sql", "registry", "idgen_registry.sql"), {})],
     "portable": [(os.path.join(ROOT, "sql", "portable", "idgen_portable.sql"), {"worker_id": "3"})],
+    # the pg_tle edition stored, as `psql -f idgen_portable--<version>.pgtle.sql` does
+    "pg_tle": [(lambda: "CREATE EXTENSION pg_tle;\nCREATE SCHEMA keys;\n"
+                "DO $$ BEGIN CREATE ROLE app; EXCEPTION WHEN duplicate_object THEN NULL; END $$;\n"
+                + tle.install_call(), {})],
 }
 
 
@@ -44,7 +52,7 @@ class Block:
                 self.fails = word
             elif word.startswith("db="):
                 self.db = word[3:]
-            elif word in ("server=keyed", "server=preloaded"):
+            elif word in ("server=keyed", "server=preloaded", "server=pg_tle"):
                 self.server = word[7:]
             elif re.fullmatch(r"min=1[5-9]", word):
                 self.min_major = int(word[4:])
@@ -109,6 +117,12 @@ def test_every_fenced_block_names_its_language():
 
 
 @pytest.fixture(scope="module")
+def pg_tle(module_factory):
+    """A server with idgen and pg_tle preloaded, for the pg_tle edition's pages."""
+    return module_factory("pg_tle", conf=[TLE_CONF_WITH_IDGEN])
+
+
+@pytest.fixture(scope="module")
 def keyed(module_factory):
     """A server with the base62 key file that docs/base62.md's shell block makes."""
     c = module_factory("keyed")
@@ -135,7 +149,8 @@ def pages_with_sql():
 def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc):
     path = os.path.join(ROOT, doc)
     with open(path) as f:
-        examples = [b for b in blocks(path, f.read()) if b.lang == "sql" and b.min_major <= pg_major]
+        examples = [b for b in blocks(path, f.read()) if b.lang == "sql" and b.min_major <= pg_major
+                    and (b.server != "pg_tle" or pg_major in TLE_VERSIONS)]
     if not examples:
         pytest.skip(f"{doc} shows SQL only for a later PostgreSQL than {pg_major}")
     slug = re.sub(r"\W", "_", os.path.splitext(doc)[0]).lower()
@@ -147,8 +162,11 @@ def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc):
         if (server, db) not in made:
             server.q(f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
             for script, variables in DATABASES[b.db]:
-                with open(script) as f:
-                    rc, out = psql(server, db, f.read(), variables)
+                if callable(script):
+                    rc, out = psql(server, db, script(), variables)
+                else:
+                    with open(script) as f:
+                        rc, out = psql(server, db, f.read(), variables)
                 assert rc == 0, f"installing {script} into {db}: {out}"
             made.add((server, db))
         if b.setup:

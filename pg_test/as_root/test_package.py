@@ -42,7 +42,18 @@ def dist():
     arch = run("dpkg", "--print-architecture").stdout.strip()
     return {"deb": d / f"{PKG}_{version()}-1_{arch}.deb",
             "tar": d / f"idgen-{version()}-pg{PG}-linux-{os.uname().machine}.tar.gz",
-            "meta": d / "META.json"}
+            "meta": d / "META.json", "tle": d / f"idgen_portable-{version()}"}
+
+
+def test_the_pg_tle_package_is_the_portable_edition_written_for_pg_tle(dist):
+    names = sorted(p.name for p in dist["tle"].iterdir())
+    assert names == sorted(["idgen_portable.control", f"idgen_portable--{version()}.sql",
+                            f"idgen_portable--{version()}.pgtle.sql"])
+    control = (dist["tle"] / "idgen_portable.control").read_text()
+    assert f"default_version = '{version()}'" in control and "relocatable = false" in control
+    script = (dist["tle"] / f"idgen_portable--{version()}.sql").read_text()
+    assert "CREATE OR REPLACE FUNCTION idgen_portable_build(" in script and "\n\\" not in script
+    assert script in (dist["tle"] / f"idgen_portable--{version()}.pgtle.sql").read_text()
 
 
 def test_the_tarball_and_meta_json(dist):

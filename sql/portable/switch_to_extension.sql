@@ -172,6 +172,10 @@ BEGIN
                                         AND extnamespace = current_schema()::regnamespace)
                    AND NOT (d.classid = 'pg_class'::regclass AND d.objid = to_regclass(quote_ident(current_schema())
                                                                              || '.idgen_portable_config'))
+                   -- a table's row type and its array (members of their own on 18) follow the table
+                   AND NOT (d.classid = 'pg_type'::regclass
+                            AND EXISTS (SELECT FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem
+                                         WHERE t.oid = d.objid AND (t.typrelid <> 0 OR e.typrelid <> 0)))
                    AND NOT (d.classid = 'pg_proc'::regclass AND d.objid IN (
                               to_regprocedure(quote_ident(current_schema()) || '.idgen_portable_config_apply()'),
                               to_regprocedure(quote_ident(current_schema())
