@@ -79,8 +79,15 @@ def test_created_by_a_role_without_superuser_and_configured_by_its_owner_alone(t
     row = c.q("SELECT * FROM keys.idgen_portable_configure(worker_id => 5, layout => ' Instagram ')", db="app",
               user="admin")
     assert row == [(True, 5, 1288834974657, "instagram", 1000)]
+    assert c.error("SELECT keys.snowflake_next()", db="app", user="app").pgcode == "42501"  # not yet granted
     c.q("GRANT EXECUTE ON FUNCTION keys.snowflake_next() TO app", db="app", user="admin")
     first = c.one("SELECT keys.snowflake_next()", db="app", user="app")
+    # a role allowed to write the table still cannot change the settings: the trigger's call that
+    # writes snowflake_next() is the owner's alone
+    c.q("GRANT SELECT, UPDATE ON keys.idgen_portable_config TO app", db="app", user="admin")
+    assert c.error("UPDATE keys.idgen_portable_config SET worker_id = 6", db="app", user="app").pgcode == "42501"
+    c.q("REVOKE ALL ON keys.idgen_portable_config FROM app", db="app", user="admin")
+    assert c.one("SELECT keys.snowflake_worker_id(keys.snowflake_next(), 'instagram')", db="app", user="app") == 5
     assert c.one(f"SELECT keys.snowflake_worker_id({first}, 'instagram')", db="app") == 5
     # no session, role or database setting changes what is written into snowflake_next()
     c.q("ALTER DATABASE app SET idgen_portable.worker_id = '9'", "ALTER ROLE app SET idgen_portable.layout = 'js53'")
@@ -139,6 +146,15 @@ def test_alter_extension_update_with_writers_running_keeps_the_state_and_every_i
     assert "max_clock_wait (2500 ms)" in c.one("SELECT prosrc FROM pg_proc WHERE proname = 'snowflake_next'", db="upd")
 
 
+# what a restore by the extension's owner into a database where pg_tle was made fails to do: make
+# pg_tle's own schema, and comment on pg_tle (the superuser's); nothing of idgen_portable's
+EXPECTED_RESTORE_ERRORS = ['schema "pgtle" already exists', "must be owner of extension pg_tle"]
+
+
+def restore_errors(stderr):
+    return [line.split("ERROR:", 1)[1].strip() for line in stderr.splitlines() if "ERROR:" in line]
+
+
 def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
     """pg_dump as admin; restored as admin into a new database where the superuser made pg_tle:
     the stored extension, then CREATE EXTENSION (the unconfigured generator), then the settings'
@@ -158,7 +174,8 @@ def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
                            "-d", "src", "-f", str(dump)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = dump.read_text()
-    order = [text.index(s) for s in ('CREATE FUNCTION pgtle."idgen_portable.control"()',
+    order = [text.index(s) for s in (f'CREATE FUNCTION pgtle."idgen_portable--{VERSION}.sql"()',
+                                     'CREATE FUNCTION pgtle."idgen_portable.control"()',
                                      "CREATE EXTENSION IF NOT EXISTS idgen_portable WITH SCHEMA keys",
                                      "COPY keys.idgen_portable_config",
                                      "SELECT pg_catalog.setval('keys.idgen_portable_snowflake_state'",
@@ -169,8 +186,7 @@ def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
     c.q("CREATE DATABASE dst OWNER admin")
     c.q("CREATE EXTENSION pg_tle", db="dst")
     restored = run(c, "-v", "ON_ERROR_STOP=0", "-f", str(dump), db="dst")
-    errors = [line for line in restored.stderr.splitlines() if "ERROR" in line]
-    assert all("already exists" in e or "must be owner of extension pg_tle" in e for e in errors), errors
+    assert restore_errors(restored.stderr) == EXPECTED_RESTORE_ERRORS, restored.stderr
     assert c.one("SELECT count(*) FROM keys.orders", db="dst") == 5000
     assert c.q("SELECT worker_id, epoch FROM keys.idgen_portable_config", db="dst") == [(77, 1600000000000)]
     # the state comes back as dumped; with the clock half a second behind the newest id, the
@@ -187,6 +203,42 @@ def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
     # decoded under the restored epoch, the newest id is from about now
     assert c.one("SELECT abs(extract(epoch FROM now() - keys.snowflake_timestamp(max(id)))) < 600 FROM keys.orders",
                  db="dst") is True
+
+
+
+def test_pg_restore_with_the_state_before_the_settings_row_restores_another_layout(tle_server, tmp_path):
+    """pg_restore does not keep the plain dump's order (with -j, or a -L list): the state's value
+    may come back before the settings' row. Restored so, on purpose, a generator of Instagram's
+    layout is still written again from its row (its trigger takes another layout than the
+    unconfigured default's while no worker id is set, whatever the state holds) and resumes
+    above every stored id."""
+    c = tle_server
+    create_database(c, "src2")
+    c.q("CREATE EXTENSION idgen_portable SCHEMA keys",
+        "SELECT keys.idgen_portable_configure(worker_id => 300, layout => 'instagram')",
+        "CREATE TABLE keys.orders (id bigint PRIMARY KEY DEFAULT keys.snowflake_next())",
+        "INSERT INTO keys.orders SELECT FROM generate_series(1, 3000)", db="src2", user="admin")
+    high = c.one("SELECT max(id) FROM keys.orders", db="src2")
+    dump, listing = tmp_path / "src2.dump", tmp_path / "src2.list"
+    tool = [os.path.join(c.bin_dir, "pg_dump"), "-h", c.socket_dir, "-p", str(c.port), "-U", "admin"]
+    done = subprocess.run([*tool, "-Fc", "-d", "src2", "-f", str(dump)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    restore = [os.path.join(c.bin_dir, "pg_restore"), *tool[1:]]
+    items = subprocess.run([*restore, "-l", str(dump)], capture_output=True, text=True, check=True).stdout.splitlines()
+    state = next(i for i, line in enumerate(items) if "SEQUENCE SET keys idgen_portable_snowflake_state" in line)
+    row = next(i for i, line in enumerate(items) if "TABLE DATA keys idgen_portable_config" in line)
+    assert row < state
+    items.insert(row, items.pop(state))  # the state's value first
+    listing.write_text("\n".join(items) + "\n")
+    c.q("CREATE DATABASE dst2 OWNER admin")
+    c.q("CREATE EXTENSION pg_tle", db="dst2")
+    done = subprocess.run([*restore, "-L", str(listing), "-d", "dst2", str(dump)], capture_output=True, text=True)
+    assert restore_errors(done.stderr) == EXPECTED_RESTORE_ERRORS, done.stderr
+    assert c.q("SELECT worker_id, layout FROM keys.idgen_portable_config", db="dst2") == [(300, "instagram")]
+    c.q("INSERT INTO keys.orders SELECT FROM generate_series(1, 1000)", db="dst2", user="admin")
+    assert c.one(f"SELECT count(*) FROM keys.orders WHERE id > {high}", db="dst2") == 1000
+    assert c.one("SELECT bool_and(keys.snowflake_worker_id(id, 'instagram') = 300) FROM keys.orders",
+                 db="dst2") is True
 
 
 MOVE = os.path.join(os.path.dirname(tle.PORTABLE), "move_to_pg_tle.sql")
@@ -262,3 +314,23 @@ def test_moving_from_the_psql_edition_with_writers_running_reissues_nothing_and_
     dump = subprocess.run([os.path.join(c.bin_dir, "pg_dump"), "-h", c.socket_dir, "-p", str(c.port), "-U", "admin",
                            "-d", "move"], capture_output=True, text=True)
     assert dump.returncode == 0 and "GRANT ALL ON FUNCTION keys.snowflake_next() TO app;" in dump.stdout
+
+
+def test_an_unconfigured_psql_install_that_issued_ids_is_not_taken_in(tle_server):
+    """Run again without -v worker_id, a psql install keeps its state but no longer its settings:
+    taken in as it is, another layout could then be configured over ticks of its own. The move
+    refuses it (55000, with the HINT to give it its worker id again) and changes nothing."""
+    c = tle_server
+    create_database(c, "unset")
+    for variables in (["-v", "worker_id=4", "-v", "layout=js53"], ["-v", "layout=js53"]):
+        done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-X", "-q", "-h", c.socket_dir, "-p", str(c.port),
+                               "-U", "admin", "-d", "unset", "-v", "ON_ERROR_STOP=1", *variables, "-v", "schema=keys",
+                               "-f", tle.PORTABLE], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        if "worker_id=4" in variables:
+            c.q("SELECT keys.snowflake_next() FROM generate_series(1, 10)", db="unset", user="admin")
+    moved = run(c, "-v", "VERBOSITY=verbose", "-v", "schema=keys", "-f", MOVE, db="unset")
+    assert moved.returncode != 0 and "ERROR:  55000" in moved.stderr, moved.stderr
+    assert "has issued ids but has no worker id now" in moved.stderr and "-v worker_id=" in moved.stderr
+    assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen_portable'", db="unset") == 0
+    assert c.one("SELECT keys.idgen_portable_installed_layout()", db="unset") == "js53"

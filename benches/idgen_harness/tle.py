@@ -22,6 +22,8 @@ ADOPT = os.path.join(ROOT, "sql", "portable", "pg_tle_adopt.sql")
 NAME = "idgen_portable"
 DESCRIPTION = "idgen's portable edition: snowflake ids, UUIDv7 and base62 in SQL and PL/pgSQL"
 BEGIN, END = "-- @psql-only {", "-- @psql-only }"
+# a meta-command at a line's start or a query's end (\gset, \gexec), or a variable (:'x', :"x", :{?x})
+PSQL = re.compile(r"^\s*\\[a-z]|\\g(set|exec)\b|:'\w+'|:\"\w+\"|:\{\?")
 TAG = "$_idgen_portable_$"  # the dollar quote around the script in the install_extension() call
 
 
@@ -44,8 +46,8 @@ def without_psql_only(text, path=PORTABLE):
                 raise ValueError(f"{path}:{n}: a psql-only region closed that was not open")
             inside = False
         elif not inside:
-            if line.startswith("\\"):
-                raise ValueError(f"{path}:{n}: a psql command outside a psql-only region: {line.strip()}")
+            if PSQL.search(line):
+                raise ValueError(f"{path}:{n}: psql's syntax outside a psql-only region: {line.strip()}")
             out.append(line)
     if inside:
         raise ValueError(f"{path}: a psql-only region is never closed")

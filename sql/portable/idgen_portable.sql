@@ -718,11 +718,12 @@ $old_lock$;
 -- EXTENSION makes the unconfigured generator, writes it again as the stored row says. edition
 -- ('psql' or 'pg_tle') picks how the errors' HINTs name the settings; grant_to NULL leaves
 -- EXECUTE on snowflake_next() as it is (pg_tle: plain GRANTs, which pg_dump keeps);
--- layout_may_change lets another layout than the installed one in (pg_tle: while the state has
--- issued nothing). Only its owner may call it.
+-- layout_may_change lets another layout than the installed one in (pg_tle: while it is
+-- unconfigured). Only its owner may call it; its search path is pinned, as it runs on every
+-- configuration of the pg_tle edition, not only at an install.
 CREATE OR REPLACE FUNCTION idgen_portable_build(target text, worker text, epoch text, layout text, max_wait text,
     grant_to text, edition text, layout_may_change boolean) RETURNS text
-LANGUAGE plpgsql VOLATILE AS $install$
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $install$
 DECLARE
   l record;
   installed text;
@@ -732,8 +733,9 @@ DECLARE
   g text;
   psql boolean := edition = 'psql';
   -- how a setting is given: psql's -v name=value, or the pg_tle edition's configure argument
-  setting text := CASE WHEN edition = 'psql' THEN '-v %s=%s' ELSE '%s => %s to ' || pg_catalog.quote_ident(target)
-                  || '.idgen_portable_configure()' END;
+  setting text := CASE WHEN edition = 'psql' THEN '-v %s=%s'
+                  ELSE '%s => %s to ' || pg_catalog.replace(pg_catalog.quote_ident(target), '%', '%%')
+                       || '.idgen_portable_configure()' END;
   change_wait text := CASE WHEN edition = 'psql'
                       THEN 'install idgen_portable.sql again with -v max_clock_wait=<ms>'
                       ELSE pg_catalog.format('run SELECT %I.idgen_portable_configure(max_clock_wait => <ms>) as the extension''s owner', target) END;

@@ -20,9 +20,10 @@ BEGIN;
 -- takes the function in (else they would count as the extension's own and pg_dump would leave
 -- them out), and they are made again below, after it
 CREATE TEMPORARY TABLE idgen_portable_move_grants ON COMMIT DROP AS
-SELECT pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.snowflake_next() TO %s', pg_catalog.current_schema(),
+SELECT pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.snowflake_next() TO %s%s', pg_catalog.current_schema(),
                          CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                              ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END) AS grant_again
+                              ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
+                         CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END) AS grant_again
   FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
  WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.snowflake_next()')
    AND a.grantee OPERATOR(pg_catalog.<>) p.proowner AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE';

@@ -37,11 +37,14 @@ SELECT pg_catalog.pg_extension_config_dump('idgen_portable_config', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_portable_snowflake_state', '');
 
 -- The row's trigger: its settings checked and written into snowflake_next(); an error refuses
--- the row and changes nothing. Another layout than the installed one only while it is the
--- unconfigured default and the state has issued nothing (the first configuration, and a
--- restore, whose row comes before the state's value).
+-- the row and changes nothing. Another layout than the installed one only while the generator
+-- is unconfigured (no worker id), when it has issued no id: the first configuration (an
+-- unconfigured psql install whose state had issued ids is not taken in, pg_tle_adopt.sql), and
+-- a restore's row, whichever way pg_restore orders it with the state's value (an INSERT). An
+-- UPDATE while unconfigured (a restore without triggers) keeps the row's layout unless the state
+-- is untouched.
 CREATE OR REPLACE FUNCTION idgen_portable_config_apply() RETURNS trigger
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   IF TG_OP = 'DELETE' OR TG_OP = 'TRUNCATE' THEN
     RAISE EXCEPTION 'idgen_portable: its configuration cannot be removed'
@@ -51,8 +54,9 @@ BEGIN
   END IF;
   NEW.layout := @extschema@.idgen_portable_build((pg_catalog.parse_ident('@extschema@'))[1], NEW.worker_id::pg_catalog.text,
     NEW.epoch::pg_catalog.text, NEW.layout, NEW.max_clock_wait::pg_catalog.text, NULL, 'pg_tle',
-    @extschema@.idgen_portable_installed_layout() OPERATOR(pg_catalog.=) 'twitter'
-      AND pg_catalog.pg_sequence_last_value('@extschema@.idgen_portable_snowflake_state'::pg_catalog.regclass) IS NULL);
+    (SELECT s.worker_id IS NULL FROM @extschema@.idgen_portable_settings() s)
+      AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.layout OPERATOR(pg_catalog.=) OLD.layout
+           OR pg_catalog.pg_sequence_last_value('@extschema@.idgen_portable_snowflake_state'::pg_catalog.regclass) IS NULL));
   RETURN NEW;
 END
 $fn$;
@@ -69,7 +73,7 @@ CREATE TRIGGER idgen_portable_config_keep BEFORE TRUNCATE ON idgen_portable_conf
 -- Only the extension's owner (and superusers) may call it: it writes the owner's table.
 CREATE OR REPLACE FUNCTION idgen_portable_configure(worker_id integer DEFAULT NULL, epoch bigint DEFAULT NULL,
     layout text DEFAULT NULL, max_clock_wait integer DEFAULT NULL) RETURNS @extschema@.idgen_portable_config
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   r @extschema@.idgen_portable_config;
 BEGIN
@@ -107,6 +111,18 @@ BEGIN
                                              'twitter', '1000', NULL, 'pg_tle', false);
     REVOKE ALL ON FUNCTION @extschema@.snowflake_next() FROM PUBLIC;
   ELSIF NOT EXISTS (SELECT FROM @extschema@.idgen_portable_config) THEN
+    IF pg_catalog.to_regprocedure('@extschema@.idgen_portable_installed_layout()') IS NULL THEN
+      RAISE EXCEPTION 'idgen_portable: the psql edition in schema @extschema@ is of a release before 0.3.0'
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'Run this release''s idgen_portable.sql over it first (psql -v worker_id=<its worker id> ...), then create the extension; nothing was changed.';
+    END IF;
+    IF (SELECT s.worker_id IS NULL FROM @extschema@.idgen_portable_settings() s)
+       AND pg_catalog.pg_sequence_last_value('@extschema@.idgen_portable_snowflake_state'::pg_catalog.regclass) IS NOT NULL THEN
+      RAISE EXCEPTION 'idgen_portable: the psql edition in schema @extschema@ has issued ids but has no worker id now'
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = 'Its state counts ticks of the layout it was installed with; taken in without its settings, another layout could be configured over it.',
+              HINT = 'Run idgen_portable.sql over it again with -v worker_id=<its worker id>, then create the extension; nothing was changed.';
+    END IF;
     SELECT s.worker_id, s.epoch, @extschema@.idgen_portable_installed_layout() AS layout,
            pg_catalog.substring(p.prosrc, 'longer than max_clock_wait \((\d+) ms\)')::integer AS max_clock_wait
       INTO adopted

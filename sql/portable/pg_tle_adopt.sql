@@ -29,6 +29,8 @@ BEGIN
      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
   IF revoke IS NOT NULL THEN
     EXECUTE 'REVOKE ALL ON FUNCTION @extschema@.snowflake_next() FROM ' OPERATOR(pg_catalog.||) revoke;
+    RAISE WARNING 'idgen_portable: EXECUTE on @extschema@.snowflake_next() taken from % while it is taken in', revoke
+      USING HINT = 'sql/portable/move_to_pg_tle.sql grants it again in the same transaction; run alone, GRANT EXECUTE ON FUNCTION @extschema@.snowflake_next() TO those roles before committing.';
   END IF;
   FOR o IN SELECT c.oid, pg_catalog.format('%s @extschema@.%I', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
                                            c.relname) AS what, c.relowner AS owner
