@@ -273,118 +273,93 @@ install_extension() {
   chmod -R a+rX "$($PG_CONFIG --pkglibdir)" "$($PG_CONFIG --sharedir)/extension"
 }
 
-# Citus, for the tests of idgen inside a Citus cluster (pg_test/test_citus.py, docs/citus.md): built
-# from the source archives of ../shared/vendor/citus (or $IDGEN_CITUS_SOURCES) once per machine and
-# server build, kept in $CITUS_CACHE, and copied into the server's tree whenever it lacks it (a fresh
-# clone unpacks 16-18 anew). 13.2.2 builds against 15 (with a one-hunk patch for 15.15 and later),
-# 14.0.1 against 16-18. Where neither Citus nor its sources are here, nothing is built and the
-# Citus tests skip, saying so.
-declare -A CITUS_FOR=([15]=13.2.2 [16]=14.0.1 [17]=14.0.1 [18]=14.0.1)
-CITUS_APT_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
-CITUS_CACHE=${IDGEN_CITUS_CACHE:-/var/cache/idgen/citus}
-
-citus_sources() {  # prints the folder holding citus-VERSION.tar.gz, or fails
-  local d
-  for d in "${IDGEN_CITUS_SOURCES:-}" "$ROOT/../shared/vendor/citus" /work/shared/vendor/citus; do
-    [ -n "$d" ] && [ -f "$d/citus-${CITUS_FOR[$PG]}.tar.gz" ] && { (cd "$d" && pwd); return 0; }
+# vendored_sources NAME VERSION OVERRIDE: prints the folder holding NAME-VERSION.tar.gz (the folder
+# the variable named OVERRIDE gives, else ../shared/vendor/NAME), or fails.
+vendored_sources() {
+  local name=$1 version=$2 override=$3 d
+  for d in "${!override:-}" "$ROOT/../shared/vendor/$name" "/work/shared/vendor/$name"; do
+    [ -n "$d" ] && [ -f "$d/$name-$version.tar.gz" ] && { (cd "$d" && pwd); return 0; }
   done
   return 1
+}
+
+# ensure_vendored NAME VERSION CACHE OVERRIDE BUILD: a server extension from a vendored source
+# archive, built once per machine and server build and kept in CACHE, then copied into the server's
+# tree whenever it lacks it (a fresh clone unpacks 16-18 anew). BUILD is a function run in the
+# unpacked tree with the work folder and the sources' folder as arguments; it installs into
+# DESTDIR=<work>/stage and logs into <work>/*.log. Without the archive nothing is built and the
+# tests that need it skip, saying so.
+ensure_vendored() {
+  local name=$1 version=$2 cache=$3 override=$4 build=$5
+  local lib; lib=$("$PG_CONFIG" --pkglibdir)
+  local share; share=$("$PG_CONFIG" --sharedir)
+  local key  # e.g. citus-13.2.2-PostgreSQL-15.20-Debian-15.20-0-deb12u1: the extension and the server build
+  key="$name-$version-$("$PG_CONFIG" --version | tr -cs 'A-Za-z0-9.\n' '-' | sed 's/-$//')"
+  local cached="$cache/$key"
+  if [ -f "$lib/$name.so" ] && cmp -s "$cached/.built" "$lib/.idgen-$name" 2>/dev/null; then
+    return 0
+  fi
+  if [ ! -f "$cached/.built" ]; then
+    local sources
+    if ! sources=$(vendored_sources "$name" "$version" "$override"); then
+      log "no $name $version here (no $name-$version.tar.gz in \$$override or ../shared/vendor/$name): the $name tests will skip"
+      return 0
+    fi
+    log "building $name $version for $("$PG_CONFIG" --version), once for this machine"
+    local work="$cache/.build-$key"
+    rm -rf "$work" && mkdir -p "$work"
+    tar -xzf "$sources/$name-$version.tar.gz" -C "$work"
+    (cd "$work/$name-$version" && "$build" "$work" "$sources") \
+      || die "building $name $version failed: see $work/*.log"
+    mkdir -p "$work/out/lib" "$work/out/extension"
+    cp -a "$work/stage$lib/." "$work/out/lib/"
+    cp -a "$work/stage$share/extension/." "$work/out/extension/"
+    echo "$key" >"$work/out/.built"
+    rm -rf "$cached" && mv "$work/out" "$cached" && rm -rf "$work"
+  fi
+  log "installing $name $version into $lib"
+  cp -a "$cached/lib/." "$lib/"
+  cp -a "$cached/extension/." "$share/extension/"
+  cp "$cached/.built" "$lib/.idgen-$name"
+  chmod -R a+rX "$lib" "$share/extension"
+}
+
+# Citus, for the tests of idgen inside a Citus cluster (pg_test/test_citus.py, docs/citus.md), from
+# ../shared/vendor/citus (or $IDGEN_CITUS_SOURCES): 13.2.2 builds against 15 (with a one-hunk patch
+# for 15.15 and later), 14.0.1 against 16-18 (a few minutes).
+declare -A CITUS_FOR=([15]=13.2.2 [16]=14.0.1 [17]=14.0.1 [18]=14.0.1)
+CITUS_APT_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
+
+build_citus() {  # WORK SOURCES, in the unpacked tree
+  local work=$1 sources=$2
+  install_missing_packages " (to build Citus)" "${CITUS_APT_PACKAGES[@]}"
+  # 15.15 and later declare have_createdb_privilege(), which 13.2.2 defines again for 15
+  if [ "$PG" = 15 ] && [ -f "$sources/citus-${CITUS_FOR[$PG]}-pg15.15.patch" ]; then
+    patch -s -p1 <"$sources/citus-${CITUS_FOR[$PG]}-pg15.15.patch"
+  fi
+  PG_CONFIG=$PG_CONFIG ./configure -q --without-libcurl >"$work/configure.log" 2>&1 \
+    && make -s -j"$(nproc)" >"$work/make.log" 2>&1 \
+    && make -s install DESTDIR="$work/stage" >>"$work/make.log" 2>&1
 }
 
 ensure_citus() {
-  local version=${CITUS_FOR[$PG]}
-  local lib; lib=$("$PG_CONFIG" --pkglibdir)
-  local share; share=$("$PG_CONFIG" --sharedir)
-  local key  # e.g. citus-13.2.2-PostgreSQL-15.20-Debian-15.20-0-deb12u1: the Citus and the server build
-  key="citus-$version-$("$PG_CONFIG" --version | tr -cs 'A-Za-z0-9.\n' '-' | sed 's/-$//')"
-  local cached="$CITUS_CACHE/$key"
-  if [ -f "$lib/citus.so" ] && cmp -s "$cached/.built" "$lib/.idgen-citus" 2>/dev/null; then
-    return 0
-  fi
-  if [ ! -f "$cached/.built" ]; then
-    local sources
-    if ! sources=$(citus_sources); then
-      log "no Citus $version here (no citus-$version.tar.gz in \$IDGEN_CITUS_SOURCES or ../shared/vendor/citus): the Citus tests will skip"
-      return 0
-    fi
-    install_missing_packages " (to build Citus)" "${CITUS_APT_PACKAGES[@]}"
-    log "building Citus $version for $("$PG_CONFIG" --version), once for this machine (a few minutes)"
-    local work="$CITUS_CACHE/.build-$key"
-    rm -rf "$work" && mkdir -p "$work"
-    tar -xzf "$sources/citus-$version.tar.gz" -C "$work"
-    local tree="$work/citus-$version"
-    # 15.15 and later declare have_createdb_privilege(), which 13.2.2 defines again for 15
-    if [ "$PG" = 15 ] && [ -f "$sources/citus-$version-pg15.15.patch" ]; then
-      patch -s -d "$tree" -p1 <"$sources/citus-$version-pg15.15.patch"
-    fi
-    (cd "$tree" && PG_CONFIG=$PG_CONFIG ./configure -q --without-libcurl >"$work/configure.log" 2>&1 \
-       && make -s -j"$(nproc)" >"$work/make.log" 2>&1 \
-       && make -s install DESTDIR="$work/stage" >>"$work/make.log" 2>&1) \
-      || die "building Citus $version failed: see $work/configure.log and $work/make.log"
-    mkdir -p "$work/out/lib" "$work/out/extension"
-    cp -a "$work/stage$lib/." "$work/out/lib/"
-    cp -a "$work/stage$share/extension/." "$work/out/extension/"
-    echo "$key" >"$work/out/.built"
-    rm -rf "$cached" && mv "$work/out" "$cached" && rm -rf "$work"
-  fi
-  log "installing Citus $version into $lib"
-  cp -a "$cached/lib/." "$lib/"
-  cp -a "$cached/extension/." "$share/extension/"
-  cp "$cached/.built" "$lib/.idgen-citus"
-  chmod -R a+rX "$lib" "$share/extension"
+  ensure_vendored citus "${CITUS_FOR[$PG]}" "${IDGEN_CITUS_CACHE:-/var/cache/idgen/citus}" IDGEN_CITUS_SOURCES build_citus
 }
 
 # pg_tle (Trusted Language Extensions, aws/pg_tle), for the tests of the portable edition as a
-# pg_tle extension (pg_test/test_portable_tle.py, docs/portable.md): built from the source archive
-# in ../shared/vendor/pg_tle (or $IDGEN_PG_TLE_SOURCES) once per machine and server build, kept in
-# $PG_TLE_CACHE, and copied into a server tree that lacks it, as Citus is. Without the archive
-# nothing is built and those tests skip, saying so.
+# pg_tle extension (pg_test/test_portable_tle.py, docs/portable.md), from ../shared/vendor/pg_tle
+# (or $IDGEN_PG_TLE_SOURCES): seconds to build; flex and bison make its GUC file.
 PG_TLE_VERSION=1.5.2
-PG_TLE_CACHE=${IDGEN_PG_TLE_CACHE:-/var/cache/idgen/pg_tle}
 
-pg_tle_sources() {  # prints the folder holding pg_tle-VERSION.tar.gz, or fails
-  local d
-  for d in "${IDGEN_PG_TLE_SOURCES:-}" "$ROOT/../shared/vendor/pg_tle" /work/shared/vendor/pg_tle; do
-    [ -n "$d" ] && [ -f "$d/pg_tle-$PG_TLE_VERSION.tar.gz" ] && { (cd "$d" && pwd); return 0; }
-  done
-  return 1
+build_pg_tle() {  # WORK SOURCES, in the unpacked tree
+  local work=$1
+  install_missing_packages " (to build pg_tle)" flex bison
+  make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$work/make.log" 2>&1 \
+    && make -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$work/stage" >>"$work/make.log" 2>&1
 }
 
 ensure_pg_tle() {
-  local lib; lib=$("$PG_CONFIG" --pkglibdir)
-  local share; share=$("$PG_CONFIG" --sharedir)
-  local key  # e.g. pg_tle-1.5.2-PostgreSQL-15.20-Debian-15.20-0-deb12u1: pg_tle and the server build
-  key="pg_tle-$PG_TLE_VERSION-$("$PG_CONFIG" --version | tr -cs 'A-Za-z0-9.\n' '-' | sed 's/-$//')"
-  local cached="$PG_TLE_CACHE/$key"
-  if [ -f "$lib/pg_tle.so" ] && cmp -s "$cached/.built" "$lib/.idgen-pg_tle" 2>/dev/null; then
-    return 0
-  fi
-  if [ ! -f "$cached/.built" ]; then
-    local sources
-    if ! sources=$(pg_tle_sources); then
-      log "no pg_tle $PG_TLE_VERSION here (no pg_tle-$PG_TLE_VERSION.tar.gz in \$IDGEN_PG_TLE_SOURCES or ../shared/vendor/pg_tle): the pg_tle tests will skip"
-      return 0
-    fi
-    install_missing_packages " (to build pg_tle)" flex bison
-    log "building pg_tle $PG_TLE_VERSION for $("$PG_CONFIG" --version), once for this machine"
-    local work="$PG_TLE_CACHE/.build-$key"
-    rm -rf "$work" && mkdir -p "$work"
-    tar -xzf "$sources/pg_tle-$PG_TLE_VERSION.tar.gz" -C "$work"
-    local tree="$work/pg_tle-$PG_TLE_VERSION"
-    (cd "$tree" && make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$work/make.log" 2>&1 \
-       && make -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$work/stage" >>"$work/make.log" 2>&1) \
-      || die "building pg_tle $PG_TLE_VERSION failed: see $work/make.log"
-    mkdir -p "$work/out/lib" "$work/out/extension"
-    cp -a "$work/stage$lib/." "$work/out/lib/"
-    cp -a "$work/stage$share/extension/." "$work/out/extension/"
-    echo "$key" >"$work/out/.built"
-    rm -rf "$cached" && mv "$work/out" "$cached" && rm -rf "$work"
-  fi
-  log "installing pg_tle $PG_TLE_VERSION into $lib"
-  cp -a "$cached/lib/." "$lib/"
-  cp -a "$cached/extension/." "$share/extension/"
-  cp "$cached/.built" "$lib/.idgen-pg_tle"
-  chmod -R a+rX "$lib" "$share/extension"
+  ensure_vendored pg_tle "$PG_TLE_VERSION" "${IDGEN_PG_TLE_CACHE:-/var/cache/idgen/pg_tle}" IDGEN_PG_TLE_SOURCES build_pg_tle
 }
 
 # Where `make run` keeps its cluster: the checkout's ignored .pgdata/ when the postgres user can

@@ -10,16 +10,9 @@ import threading
 import psycopg2
 import pytest
 from idgen_harness import tle
-from test_portable import TLE_CONF, require_pg_tle, tle_files
+from test_portable import TLE_CONF, install, psql, require_pg_tle, tle_files
 
 VERSION = tle.version()
-
-
-def run(c, *args, user="admin", db="app", **kw):
-    """A psql session as user in db with ON_ERROR_STOP, args after the connection's."""
-    cmd = [os.path.join(c.bin_dir, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", c.socket_dir,
-           "-p", str(c.port), "-U", user, "-d", db, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
 def create_database(c, name):
@@ -28,7 +21,7 @@ def create_database(c, name):
     extension's files in the database), not yet created."""
     c.q(f"CREATE DATABASE {name} OWNER admin")
     c.q("CREATE EXTENSION pg_tle", "CREATE SCHEMA keys AUTHORIZATION admin", db=name)
-    stored = run(c, "-f", c.files[2], db=name)
+    stored = psql(c, c.files[2], db=name, user="admin")
     assert stored.returncode == 0, stored.stderr
 
 
@@ -185,7 +178,7 @@ def test_pg_dump_and_restore_resume_above_every_stored_id(tle_server, tmp_path):
     # names, pg_tle's schema and extension, are already there: those statements fail, no other)
     c.q("CREATE DATABASE dst OWNER admin")
     c.q("CREATE EXTENSION pg_tle", db="dst")
-    restored = run(c, "-v", "ON_ERROR_STOP=0", "-f", str(dump), db="dst")
+    restored = psql(c, str(dump), "ON_ERROR_STOP=0", db="dst", user="admin")
     assert restore_errors(restored.stderr) == EXPECTED_RESTORE_ERRORS, restored.stderr
     assert c.one("SELECT count(*) FROM keys.orders", db="dst") == 5000
     assert c.q("SELECT worker_id, epoch FROM keys.idgen_portable_config", db="dst") == [(77, 1600000000000)]
@@ -282,11 +275,8 @@ def test_moving_from_the_psql_edition_with_writers_running_reissues_nothing_and_
     c = tle_server
     create_database(c, "move")
     c.q("GRANT USAGE ON SCHEMA keys TO app", db="move", user="admin")
-    done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-X", "-q", "-h", c.socket_dir, "-p", str(c.port),
-                           "-U", "admin", "-d", "move", "-v", "ON_ERROR_STOP=1", "-v", "worker_id=21",
-                           "-v", "layout=discord", "-v", "max_clock_wait=3000", "-v", "grant_to=app",
-                           "-v", "schema=keys", "-f", tle.PORTABLE], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    install(c, "worker_id=21", "layout=discord", "max_clock_wait=3000", "grant_to=app", "schema=keys", db="move",
+            user="admin")
     c.q("CREATE TABLE keys.t (id bigint PRIMARY KEY DEFAULT keys.snowflake_next(), phase int)",
         "GRANT INSERT ON keys.t TO app", db="move", user="admin")
     c.q("INSERT INTO keys.t (phase) SELECT 0 FROM generate_series(1, 1000)", db="move", user="app")
@@ -294,7 +284,7 @@ def test_moving_from_the_psql_edition_with_writers_running_reissues_nothing_and_
     fn = c.one("SELECT 'keys.snowflake_next()'::regprocedure::oid", db="move")
 
     def move():
-        moved = run(c, "-v", "schema=keys", "-f", MOVE, db="move")
+        moved = psql(c, MOVE, "schema=keys", db="move", user="admin")
         assert moved.returncode == 0, moved.stderr
 
     assert writers_during(c, "move", move) == []
@@ -322,14 +312,11 @@ def test_an_unconfigured_psql_install_that_issued_ids_is_not_taken_in(tle_server
     refuses it (55000, with the HINT to give it its worker id again) and changes nothing."""
     c = tle_server
     create_database(c, "unset")
-    for variables in (["-v", "worker_id=4", "-v", "layout=js53"], ["-v", "layout=js53"]):
-        done = subprocess.run([os.path.join(c.bin_dir, "psql"), "-X", "-q", "-h", c.socket_dir, "-p", str(c.port),
-                               "-U", "admin", "-d", "unset", "-v", "ON_ERROR_STOP=1", *variables, "-v", "schema=keys",
-                               "-f", tle.PORTABLE], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
+    for variables in (["worker_id=4", "layout=js53"], ["layout=js53"]):
+        install(c, *variables, "schema=keys", db="unset", user="admin")
         if "worker_id=4" in variables:
             c.q("SELECT keys.snowflake_next() FROM generate_series(1, 10)", db="unset", user="admin")
-    moved = run(c, "-v", "VERBOSITY=verbose", "-v", "schema=keys", "-f", MOVE, db="unset")
+    moved = psql(c, MOVE, "VERBOSITY=verbose", "schema=keys", db="unset", user="admin")
     assert moved.returncode != 0 and "ERROR:  55000" in moved.stderr, moved.stderr
     assert "has issued ids but has no worker id now" in moved.stderr and "-v worker_id=" in moved.stderr
     assert c.one("SELECT count(*) FROM pg_extension WHERE extname = 'idgen_portable'", db="unset") == 0
