@@ -10,7 +10,6 @@ ActiveRecord::Base.establish_connection(adapter: "postgresql", host: host, port:
                                         database: database, username: "postgres")
 ActiveRecord::Migration.verbose = false
 
-# docs/clients.md: activerecord
 class CreateOrders < ActiveRecord::Migration[6.1]
   def change
     enable_extension "idgen"  # the functions the DEFAULTs call, before the table
@@ -29,7 +28,6 @@ CreateOrders.migrate(:up)
 one = Order.create!(customer: "ada")                 # INSERT ... RETURNING "id"
 rows = (1..1000).map { |i| { customer: "c#{i}" } }
 many = Order.insert_all(rows, returning: %w[id])     # every key
-# end docs/clients.md
 puts JSON.generate(
   one: one.id, one_ref_before_reload: one.ref, one_ref: one.reload.ref, id_class: one.id.class.name,
   many: many.rows.map(&:first),

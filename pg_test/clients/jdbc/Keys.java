@@ -14,7 +14,6 @@ public class Keys {
     public static void main(String[] args) throws Exception {
         String url = "jdbc:postgresql://127.0.0.1:" + args[0] + "/" + args[1] + "?user=postgres";
         try (Connection conn = DriverManager.getConnection(url)) {
-            // docs/clients.md: jdbc
             try (Statement s = conn.createStatement()) {
                 s.execute("CREATE EXTENSION IF NOT EXISTS idgen");  // the functions the DEFAULTs call
                 s.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(),"
@@ -47,7 +46,6 @@ public class Keys {
                     }
                 }
             }
-            // end docs/clients.md
             System.out.println("{\"one\": [" + id + "], \"ref\": \"" + ref + "\", \"batch\": " + batch
                     + ", \"driver\": \"" + conn.getMetaData().getDriverVersion() + "\"}");
         }

@@ -1,30 +1,12 @@
-// node-postgres and Knex against idgen (docs/clients.md): the extension made with knex.raw, the
-// table by Knex's schema builder with DEFAULT snowflake_next(), rows inserted through Knex and
-// through node-postgres, the keys read back, and what a browser's JSON does to them. Prints one
-// JSON line, every id as a string.
+// node-postgres on its own against idgen (docs/clients.md), after knex_orders.js made the table:
+// 1,000 rows more inserted with RETURNING, every key read back, and what a browser's JSON does to
+// them. Prints one JSON line, every id as a string.
 //   node keys.js <socket dir> <port> <database>
 'use strict';
 const { Client } = require('pg');
 
 async function main([host, port, database]) {
-  const connection = { host, port: Number(port), database, user: 'postgres' };
-  // docs/clients.md: knex
-  const knex = require('knex')({ client: 'pg', connection });
-  // the functions the DEFAULT calls, before the table
-  await knex.raw('CREATE EXTENSION IF NOT EXISTS idgen');
-  await knex.schema.createTable('orders', (t) => {
-    t.bigInteger('id').primary().defaultTo(knex.raw('snowflake_next()'));
-    t.text('customer').notNullable();
-  });
-  // insert ... returning: node-postgres hands a bigint over as a string, and Knex passes it on
-  const [one] = await knex('orders').insert({ customer: 'ada' }).returning('id');  // one.id: a string
-  const rows = Array.from({ length: 1000 }, (_, i) => ({ customer: `c${i}` }));
-  const many = await knex('orders').insert(rows).returning('id');  // every key
-  // end docs/clients.md
-  await knex.destroy();
-
-  // node-postgres on its own
-  const client = new Client(connection);
+  const client = new Client({ host, port: Number(port), database, user: 'postgres' });
   await client.connect();
   const direct = await client.query(
     "INSERT INTO orders (customer) SELECT 'pg ' || g FROM generate_series(1, 1000) g RETURNING id");
@@ -39,8 +21,6 @@ async function main([host, port, database]) {
   const asText = JSON.parse(JSON.stringify(ids));
   const codes = JSON.parse(JSON.stringify(stored.rows.map((r) => r.code)));
   console.log(JSON.stringify({
-    knex_one: { type: typeof one.id, id: String(one.id) },
-    knex_many: many.map((r) => String(r.id)),
     pg_direct_type: typeof direct.rows[0].id,
     pg_direct: direct.rows.map((r) => r.id),
     stored: ids,

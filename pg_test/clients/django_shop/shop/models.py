@@ -8,7 +8,6 @@ whose column is a plain bigint (no identity, which comes with BigAutoField's int
 DEFAULT snowflake_next() (db_default, in the migration). SnowflakeField is a bigint column, not
 the key, that the database fills: db_returning, an AutoField's flag, has Django 5.2 read it back
 from RETURNING in save() and bulk_create()."""
-# docs/clients.md: django-models
 from django.db import models
 from django.db.models import Func
 
@@ -46,7 +45,6 @@ class Order(models.Model):
     id = SnowflakeAutoField(primary_key=True)
     customer = models.TextField()
     public_id = SnowflakeField(unique=True)  # added by the second migration, to stored rows
-# end docs/clients.md
 
 
 class Note(models.Model):

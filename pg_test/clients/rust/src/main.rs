@@ -12,7 +12,6 @@ fn main() -> Result<(), postgres::Error> {
         .dbname(&args[3])
         .user("postgres")
         .connect(NoTls)?;
-    // docs/clients.md: rust
     // the extension (the functions the DEFAULT calls), then the table
     client.batch_execute(
         "CREATE EXTENSION IF NOT EXISTS idgen;
@@ -32,7 +31,6 @@ fn main() -> Result<(), postgres::Error> {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    // end docs/clients.md
     let many: Vec<String> = many.iter().map(i64::to_string).collect();
     println!("{{\"one\": {one}, \"many\": [{}]}}", many.join(", "));
     Ok(())

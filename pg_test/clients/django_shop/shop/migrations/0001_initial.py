@@ -1,4 +1,3 @@
-# docs/clients.md: django-0001
 from django.contrib.postgres.operations import CreateExtension
 from django.db import migrations, models
 
@@ -26,4 +25,3 @@ class Migration(migrations.Migration):
             ],
         ),
     ]
-# end docs/clients.md

@@ -1,4 +1,3 @@
-# docs/clients.md: django-0002
 from django.db import migrations
 
 import shop.models
@@ -10,4 +9,3 @@ class Migration(migrations.Migration):
         # every row already stored gets an id of its own: the DEFAULT is evaluated per row
         migrations.AddField(model_name="order", name="public_id", field=shop.models.SnowflakeField(unique=True)),
     ]
-# end docs/clients.md
