@@ -459,6 +459,54 @@ def test_a_js53_portable_edition_makes_js53_ids_and_never_changes_its_layout_sil
     assert bare.one("SELECT ex.snowflake_worker_id(ex.snowflake_next(), '40/12/11/10ms')", db="app", user="app") == 4000
 
 
+@PSQL_ONLY
+def test_an_installer_without_create_or_usage_on_the_schema_is_refused_up_front_and_nothing_is_installed(bare):
+    bare.q("CREATE ROLE half LOGIN", "GRANT CONNECT ON DATABASE app TO half")
+    for schema, granted, missing in (("only_create", "CREATE", "USAGE"), ("only_usage", "USAGE", "CREATE"),
+                                     ("no_grant", None, "CREATE, USAGE")):
+        bare.q(f"CREATE SCHEMA {schema}", *([f"GRANT {granted} ON SCHEMA {schema} TO half"] if granted else []),
+               db="app")
+        done = psql(bare, PORTABLE, "VERBOSITY=verbose", "worker_id=1", f"schema={schema}", db="app", user="half")
+        assert done.returncode != 0
+        errors = [line for line in done.stderr.splitlines() if "ERROR:" in line]
+        assert len(errors) == 1 and errors[0].endswith(
+            f"ERROR:  42501: idgen portable: half has no {missing.replace(', ', ' or ')} privilege on schema {schema}"), \
+            done.stderr
+        assert (f"HINT:  Have the schema's owner (postgres) run: GRANT {missing} ON SCHEMA {schema} TO half; then run"
+                " this again. Nothing was installed.") in done.stderr, done.stderr
+        assert bare.one(f"SELECT (SELECT count(*) FROM pg_proc WHERE pronamespace = '{schema}'::regnamespace)"
+                        f" + (SELECT count(*) FROM pg_class WHERE relnamespace = '{schema}'::regnamespace)",
+                        db="app") == 0, "nothing installed"
+    # without -v schema: the current schema, here public, where the installer may not create
+    done = psql(bare, PORTABLE, "VERBOSITY=verbose", "worker_id=1", db="app", user="half")
+    assert "ERROR:  42501: idgen portable: half has no CREATE privilege on schema public" in done.stderr, done.stderr
+    assert "run: GRANT CREATE ON SCHEMA public TO half;" in done.stderr
+    done = psql(bare, PORTABLE, "VERBOSITY=verbose", "worker_id=1", "schema=nowhere", db="app", user="half")
+    assert "ERROR:  3F000: idgen portable: schema nowhere does not exist" in done.stderr, done.stderr
+    # with both grants the same role installs
+    bare.q("GRANT CREATE ON SCHEMA only_usage TO half", db="app")
+    install(bare, "worker_id=1", "schema=only_usage", db="app", user="half")
+    assert bare.one("SELECT only_usage.snowflake_worker_id(only_usage.snowflake_next())", db="app", user="half") == 1
+
+
+@PSQL_ONLY
+def test_grant_to_roles_without_usage_on_the_schema_get_a_notice_naming_the_grant_its_owner_must_run(bare):
+    bare.q("CREATE ROLE reader LOGIN", "GRANT CONNECT ON DATABASE app TO reader")
+    bare.q("CREATE SCHEMA noticed AUTHORIZATION app", db="app")
+    done = install(bare, "worker_id=2", "schema=noticed", "grant_to=reader,app", db="app", user="app")
+    notices = [line for line in done.stderr.splitlines() if "USAGE" in line]
+    assert len(notices) == 2, done.stderr
+    assert notices[1] == "HINT:  Have the schema's owner (app) run: GRANT USAGE ON SCHEMA noticed TO reader;"
+    assert notices[0].endswith("NOTICE:  idgen portable: reader has no USAGE on schema noticed, so its calls of"
+                               " noticed.snowflake_next() fail (42501)"), notices
+    # what the NOTICE says: the call fails until the schema's owner grants USAGE
+    assert bare.error("SELECT noticed.snowflake_next()", db="app", user="reader").pgcode == "42501"
+    bare.q("GRANT USAGE ON SCHEMA noticed TO reader", db="app", user="app")
+    assert bare.one("SELECT noticed.snowflake_worker_id(noticed.snowflake_next())", db="app", user="reader") == 2
+    done = install(bare, "worker_id=2", "schema=noticed", "grant_to=reader,app", db="app", user="app")
+    assert "USAGE" not in done.stderr, done.stderr
+
+
 def assert_increasing(c, where="true"):
     """Every row unique; within each session (pid), ids and UUIDs strictly increase in insertion order."""
     assert c.q(f"SELECT count(*) = count(DISTINCT id) AND count(*) = count(DISTINCT u) FROM keys.t WHERE {where}",

@@ -53,6 +53,9 @@
 \if :{?schema}
 -- the schema, with this session's temporary schema searched last (not first) for relations
 SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident(:'schema') || ', pg_temp', false) AS search_path \gset
+SELECT pg_catalog.set_config('idgen_portable.schema', :'schema', false) AS schema_named \gset
+\else
+SELECT pg_catalog.set_config('idgen_portable.schema', '', false) AS schema_named \gset
 \endif
 \if :{?worker_id}
 SELECT set_config('idgen_portable.worker_id', :'worker_id', false) AS worker_id \gset
@@ -81,6 +84,46 @@ SELECT set_config('idgen_portable.grant_to', '', false) AS grant_to \gset
 \endif
 
 BEGIN;
+-- What the installer needs, checked before anything is made: the schema, and CREATE (to make the
+-- functions) and USAGE (to find them: a schema without USAGE is left out of the search path, and
+-- the install would fail later on a function "that does not exist") on it.
+DO $grants$
+DECLARE
+  named text := NULLIF(pg_catalog.current_setting('idgen_portable.schema'), '');
+  target text := COALESCE(named, pg_catalog.current_schema());
+  nsp oid;
+  owner text;
+  missing text[] := '{}';
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'idgen portable: no schema to install into: no schema of the search path (%) exists with USAGE for %',
+                    pg_catalog.current_setting('search_path'), current_user
+      USING ERRCODE = 'invalid_schema_name',
+            HINT = 'Name the schema with -v schema=<schema>; its owner grants you CREATE and USAGE on it. Nothing was installed.';
+  END IF;
+  SELECT n.oid, n.nspowner::regrole::text INTO nsp, owner FROM pg_catalog.pg_namespace n WHERE n.nspname = target;
+  IF nsp IS NULL THEN
+    RAISE EXCEPTION 'idgen portable: schema % does not exist', pg_catalog.quote_ident(target)
+      USING ERRCODE = 'invalid_schema_name',
+            HINT = pg_catalog.format('Create it first (CREATE SCHEMA %I AUTHORIZATION %I, as a role that may), or name another with -v schema. Nothing was installed.',
+                                     target, current_user);
+  END IF;
+  IF NOT pg_catalog.has_schema_privilege(nsp, 'CREATE') THEN
+    missing := missing || 'CREATE'::text;
+  END IF;
+  IF NOT pg_catalog.has_schema_privilege(nsp, 'USAGE') THEN
+    missing := missing || 'USAGE'::text;
+  END IF;
+  IF pg_catalog.cardinality(missing) > 0 THEN
+    RAISE EXCEPTION 'idgen portable: % has no % privilege on schema %', current_user,
+                    pg_catalog.array_to_string(missing, ' or '), pg_catalog.quote_ident(target)
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'The installer makes the functions in the schema (CREATE) and calls them there (USAGE).',
+            HINT = pg_catalog.format('Have the schema''s owner (%s) run: GRANT %s ON SCHEMA %I TO %I; then run this again. Nothing was installed.',
+                                     owner, pg_catalog.array_to_string(missing, ', '), target, current_user);
+  END IF;
+END
+$grants$;
 -- @psql-only }
 
 -- ---- base62 ----------------------------------------------------------------------------------
@@ -798,6 +841,21 @@ BEGIN
       grantees := grantees || g;
     END LOOP;
   END IF;
+  -- a role of grant_to without USAGE on the schema cannot call the function it is granted: only
+  -- the schema's owner (or a role it let grant) can give it, so name the GRANT
+  FOREACH g IN ARRAY coalesce(string_to_array(CASE WHEN grant_to !~ '^\s*$' THEN grant_to END, ','), '{}') LOOP
+    g := btrim(g);
+    IF NOT (CASE WHEN lower(g) = 'public'
+                 THEN EXISTS (SELECT FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+                               WHERE n.nspname = target AND a.grantee = 0 AND a.privilege_type = 'USAGE')
+                 ELSE has_schema_privilege(g, (SELECT oid FROM pg_namespace WHERE nspname = target), 'USAGE') END) THEN
+      g := CASE WHEN lower(g) = 'public' THEN 'PUBLIC' ELSE quote_ident(g) END;
+      RAISE NOTICE 'idgen portable: % has no USAGE on schema %, so its calls of %.snowflake_next() fail (42501)',
+        g, quote_ident(target), quote_ident(target)
+        USING HINT = format('Have the schema''s owner (%s) run: GRANT USAGE ON SCHEMA %I TO %s;',
+                            (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = target), target, g);
+    END IF;
+  END LOOP;
   IF worker = '' THEN
     EXECUTE format($body$
 CREATE OR REPLACE FUNCTION %I.snowflake_next() RETURNS bigint
