@@ -4,7 +4,10 @@ each page in a database of its own. A renamed function, a changed message or two
 collide fail here.
 
 How a page marks its blocks (an HTML comment on the line before the fence, invisible on GitHub):
-- every fenced block names its language; the `sql` ones run (`sh`, `conf`, `text` ... do not);
+- every fenced block names its language; the `sql` ones run, and the `sh` ones that carry a mark
+  (below) run with bash, psql on the path and connected as the marks say, in a folder that holds
+  the checkout's sql/ and what `make package` writes for the portable edition (target/dist/);
+  on docs/portable.md every block must run (RUN_EVERY_BLOCK); `conf`, `text` ... do not;
 - `<!-- example: fails 55000 -->`: the block must fail with that SQLSTATE, and each
   `-- ERROR:  text` line in it must be in the message psql prints;
 - `<!-- example: db=registry -->`: run in the page's registry database (sql/registry/
@@ -15,6 +18,7 @@ How a page marks its blocks (an HTML comment on the line before the fence, invis
 - `<!-- example: server=pg_tle db=pg_tle -->`: run on a server with pg_tle preloaded, in a
   database where pg_tle was created and the pg_tle edition stored (the .pgtle.sql file), with a
   schema keys and a role app; on the versions pg_tle is built for (15 and 18) only;
+- `<!-- example: user=app -->`: run as that role (psql's PGUSER), not the superuser postgres;
 - `<!-- example: min=18 -->`: PostgreSQL 18's own SQL, run on 18 and later only;
 - a hidden set-up, for what the reader is assumed to have already (`your table`):
   `<!-- example setup` ... `-->`, its lines run as SQL before the next block.
@@ -32,21 +36,28 @@ from test_portable import TLE_CONF_WITH_IDGEN, TLE_VERSIONS
 
 DOCS = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 MARK = re.compile(r"^<!-- example: (.*?) -->$")
+# the application's role of docs/portable.md, there before the page's set-up (it may log in)
+APP_ROLE = ("DO $$ BEGIN CREATE ROLE app; EXCEPTION WHEN duplicate_object THEN NULL; END $$;\n"
+            "ALTER ROLE app LOGIN;\n")
 DATABASES = {  # db= name: the scripts (and their psql variables) run before its first block
     "main": [],
     "registry": [(os.path.join(ROOT, "sql", "registry", "idgen_registry.sql"), {})],
     "portable": [(os.path.join(ROOT, "sql", "portable", "idgen_portable.sql"), {"worker_id": "3"})],
-    # the pg_tle edition stored, as `psql -f idgen_portable--<version>.pgtle.sql` does
-    "pg_tle": [(lambda: "CREATE EXTENSION pg_tle;\nCREATE SCHEMA keys;\n"
-                "DO $$ BEGIN CREATE ROLE app; EXCEPTION WHEN duplicate_object THEN NULL; END $$;\n"
-                + tle.install_call(), {})],
+    # docs/portable.md's own: the page's blocks install the portable edition themselves
+    "script": [(lambda: APP_ROLE + "DO $$ BEGIN CREATE ROLE writer; EXCEPTION WHEN duplicate_object THEN NULL;"
+                " END $$;\n", {})],
+    "keys": [(lambda: APP_ROLE, {})],
+    "pg_tle": [(lambda: APP_ROLE, {})],
 }
+# The pages whose every block runs: a block that cannot is marked, or the page is wrong.
+RUN_EVERY_BLOCK = ["docs/portable.md"]
 
 
 class Block:
     def __init__(self, doc, line, lang, text, mark, setup):
         self.doc, self.line, self.lang, self.text, self.setup = doc, line, lang, text, setup
-        self.fails, self.db, self.server, self.min_major = None, "main", "preloaded", 0
+        self.fails, self.db, self.server, self.min_major, self.user = None, "main", "preloaded", 0, None
+        self.marked = mark is not None
         for word in (mark or "").split():
             if re.fullmatch(r"[0-9A-Z]{5}", word):
                 self.fails = word
@@ -56,6 +67,8 @@ class Block:
                 self.server = word[7:]
             elif re.fullmatch(r"min=1[5-9]", word):
                 self.min_major = int(word[4:])
+            elif re.fullmatch(r"user=\w+", word):
+                self.user = word[5:]
             elif word != "fails":
                 raise ValueError(f"{self.where}: unknown example mark {word!r}")
         if self.db not in DATABASES:
@@ -100,15 +113,52 @@ def page_blocks():
             yield doc, blocks(doc, f.read())
 
 
-def psql(server, db, sql, variables=None):
+def psql(server, db, sql, variables=None, user=None):
     """(exit code, output) of the text run by psql as a reader would, stopping at the first error,
     with the SQLSTATE in every error line."""
     sets = [a for k, v in (variables or {}).items() for a in ("-v", f"{k}={v}")]
     done = subprocess.run([os.path.join(cluster.pg_bin(), "psql"), "-X", "-v", "ON_ERROR_STOP=1",
                            "-v", "VERBOSITY=verbose", *sets, "-f", "-"],
                           input=sql, capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, **server.env(db)})
+                          env={**os.environ, **server.env(db), **({"PGUSER": user} if user else {})})
     return done.returncode, done.stdout + done.stderr
+
+
+def shell(server, db, text, folder, user=None):
+    """(exit code, output) of a page's sh block, run by bash -e in FOLDER with the server's psql
+    first on the path and connected to DB (as USER, else postgres); every psql stops at its first
+    error (a psqlrc with ON_ERROR_STOP), and an ERROR printed counts as a failure too."""
+    rc = os.path.join(folder, ".psqlrc")
+    with open(rc, "w") as f:
+        f.write("\\set ON_ERROR_STOP on\n\\set VERBOSITY verbose\n")
+    env = {**os.environ, **server.env(db), "PSQLRC": rc, "PATH": f"{cluster.pg_bin()}:{os.environ['PATH']}",
+           **({"PGUSER": user} if user else {})}
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], capture_output=True, text=True,
+                          timeout=120, cwd=folder, env=env)
+    out = done.stdout + done.stderr
+    return (done.returncode or (1 if re.search(r"^(psql:\S+ )?ERROR:", out, re.M) else 0)), out
+
+
+@pytest.fixture(scope="module")
+def reader_folder(tmp_path_factory):
+    """Where a page's sh blocks run: the checkout's sql/ and the portable edition's package as
+    `make package` writes it (target/dist/idgen_portable-<version>/, by idgen_harness.tle)."""
+    folder = tmp_path_factory.mktemp("reader")
+    os.symlink(os.path.join(ROOT, "sql"), folder / "sql")
+    tle.write(str(folder / "target" / "dist" / f"{tle.NAME}-{tle.version()}"))
+    return str(folder)
+
+
+def test_every_block_of_the_pages_that_run_every_block_runs():
+    """On RUN_EVERY_BLOCK's pages every fenced block runs: SQL, or a shell block with a mark."""
+    idle = []
+    for page in RUN_EVERY_BLOCK:
+        path = os.path.join(ROOT, page)
+        with open(path) as f:
+            idle += [f"{b.where} ({b.lang})" for b in blocks(path, f.read())
+                     if not (b.lang == "sql" or (b.lang == "sh" and b.marked))]
+    assert not idle, "blocks that no test runs (a shell block runs once marked, e.g. <!-- example: db=... -->):\n" \
+                     + "\n".join(idle)
 
 
 def test_every_fenced_block_names_its_language():
@@ -135,21 +185,26 @@ def keyed(module_factory):
     return c
 
 
+def runs(b):
+    """Whether a block is run: SQL, or a shell block with a mark."""
+    return b.lang == "sql" or (b.lang == "sh" and b.marked)
+
+
 def pages_with_sql():
     """The pages that show SQL at all (a page without any is no case: it could only skip)."""
     found = []
     for d in DOCS:
         with open(d) as f:
-            if any(b.lang == "sql" for b in blocks(d, f.read())):
+            if any(runs(b) for b in blocks(d, f.read())):
                 found.append(os.path.relpath(d, ROOT))
     return found
 
 
 @pytest.mark.parametrize("doc", pages_with_sql())
-def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc):
+def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc, reader_folder):
     path = os.path.join(ROOT, doc)
     with open(path) as f:
-        examples = [b for b in blocks(path, f.read()) if b.lang == "sql" and b.min_major <= pg_major
+        examples = [b for b in blocks(path, f.read()) if runs(b) and b.min_major <= pg_major
                     and (b.server != "pg_tle" or pg_major in TLE_VERSIONS)]
     if not examples:
         pytest.skip(f"{doc} shows SQL only for a later PostgreSQL than {pg_major}")
@@ -172,7 +227,10 @@ def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc):
         if b.setup:
             rc, out = psql(server, db, b.setup)
             assert rc == 0, f"{b.where}: the hidden set-up failed:\n{out}"
-        rc, out = psql(server, db, b.text)
+        if b.lang == "sh":
+            rc, out = shell(server, db, b.text, reader_folder, b.user)
+        else:
+            rc, out = psql(server, db, b.text, user=b.user)
         if b.fails is None:
             if rc != 0:
                 wrong.append(f"{b.where}: failed:\n{out.strip()[-1500:]}")

@@ -4,7 +4,8 @@
 --   psql -v worker_id=3 -v grant_to=app,writer -f sql/portable/idgen_portable.sql   (current schema)
 --   psql -v worker_id=3 -v grant_to=app -v schema=keys -f sql/portable/idgen_portable.sql
 --
--- Run it as any role with CREATE on the schema; that role (the installer) owns what it makes.
+-- Run it as any role with CREATE and USAGE on the schema (checked first: 42501 with the GRANT its
+-- owner runs, nothing installed); that role (the installer) owns what it makes.
 -- Install into a schema where no other role has CREATE: another role's function of the same
 -- name with closer argument types would catch callers' calls (on 13 and 14 every role has
 -- CREATE on public by default).
