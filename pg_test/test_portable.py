@@ -469,7 +469,8 @@ def test_an_installer_without_create_or_usage_on_the_schema_is_refused_up_front_
         done = psql(bare, PORTABLE, "VERBOSITY=verbose", "worker_id=1", f"schema={schema}", db="app", user="half")
         assert done.returncode != 0
         errors = [line for line in done.stderr.splitlines() if "ERROR:" in line]
-        refused = f"ERROR:  42501: idgen portable: half has no {missing.replace(', ', ' or ')} privilege on schema {schema}"
+        refused = (f"ERROR:  42501: idgen portable: half has no {missing.replace(', ', ' or ')} privilege"
+                   f" on schema {schema}")
         assert len(errors) == 1 and errors[0].endswith(refused), done.stderr
         assert (f"HINT:  Have the schema's owner (postgres) run: GRANT {missing} ON SCHEMA {schema} TO half; then run"
                 " this again. Nothing was installed.") in done.stderr, done.stderr
