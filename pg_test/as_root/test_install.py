@@ -188,3 +188,43 @@ def test_an_install_stops_the_running_servers_of_its_own_installation_and_no_oth
             p.kill()
             p.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_main_job_installs_none_of_what_only_the_tests_use(tmp_path):
+    """`make run`'s set-up (benches/main: ensure_deps, then the build) asks apt for the main job's
+    packages alone and prepares no Node, Rust or test-side Python; pg_test/run adds the tests'
+    (ensure_test_stacks). What would install is recorded, not done: apt, cargo and the servers are
+    replaced by functions that write what they were asked."""
+    log = tmp_path / "asked"
+    config = tmp_path / "pgrx"
+    config.mkdir()
+    (config / "config.toml").write_text('[configs]\npg15 = "/usr/lib/postgresql/15/bin/pg_config"\n')
+    stubs = (f'install_missing_packages() {{ shift; echo "apt $*" >>"{log}"; }}; '
+             'cargo() { echo "cargo-pgrx 0.18.1"; }; '
+             'ensure_server() { PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config; }; '
+             f'ensure_node_clients() {{ echo node >>"{log}"; }}; ensure_rust_client() {{ echo rust >>"{log}"; }}; '
+             f'ensure_python() {{ echo python >>"{log}"; }}; ensure_test_python() {{ echo test-python >>"{log}"; }}; ')
+    env = {**os.environ, "PG": "15", "PGRX_HOME": str(config)}
+
+    def asked(calls):
+        log.unlink(missing_ok=True)
+        done = subprocess.run(["bash", "-c", f'source "{INSTALL}"; {stubs} {calls}'], capture_output=True,
+                              text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return log.read_text().splitlines()
+
+    main = asked("ensure_deps")
+    tests_only = asked('echo "${TEST_APT_PACKAGES[@]}"; ensure_test_stacks')
+    apt_main = main[0].split()[1:]
+    apt_tests = tests_only[0].split()[1:]
+    assert main[1:] == ["python"], main
+    for package in ("patroni", "etcd-server", "nodejs", "pgbouncer", "default-jdk-headless", "ruby-activerecord",
+                    "postgresql-15-partman"):
+        assert package not in apt_main and package in apt_tests, package
+    assert tests_only[1:] == ["node", "rust", "test-python"], tests_only
+    with open(ROOT / "benches" / "main") as f:
+        assert "ensure_test_stacks" not in f.read(), "make run's script prepares the tests' stacks"
+    with open(ROOT / "pg_test" / "requirements.txt") as f:
+        pins = f.read().lower()
+    assert not any(f"\n{p}==" in pins for p in ("pytest", "ruff", "sqlalchemy", "django", "sqlmodel", "psycopg")), \
+        "the main job's venv pins what only the tests use"
