@@ -2,9 +2,9 @@
 # packages (apt, cargo-pgrx); the rest of the set-up it hands to benches/idgen_harness/setup.py
 # (`setup`). Installs what is missing (idempotently), builds and installs idgen, and prepares the
 # Python side (testgres, pinned in pg_test/requirements.txt; for the tests pytest, ruff and the
-# Python stacks, pg_test/requirements-test.txt) in a virtual environment the postgres user can run: Postgres refuses to run as root, so the harness and the
-# clusters it starts run as postgres. Clusters themselves are started from Python
-# (benches/idgen_harness/cluster.py, on testgres).
+# Python stacks, pg_test/requirements-test.txt) in a virtual environment the postgres user can
+# run: Postgres refuses to run as root, so the harness and the clusters it starts run as postgres.
+# Clusters themselves are started from Python (benches/idgen_harness/cluster.py, on testgres).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

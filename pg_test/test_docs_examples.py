@@ -15,9 +15,9 @@ How a page marks its blocks (an HTML comment on the line before the fence, invis
   portable edition (sql/portable/idgen_portable.sql) and no extension;
 - `<!-- example: server=keyed -->`: run on a second server that has the base62 key file the
   page's shell block makes (mode 0600, named by idgen.base62_key_file);
-- `<!-- example: server=pg_tle db=pg_tle -->`: run on a server with pg_tle preloaded, in a
-  database where pg_tle was created and the pg_tle edition stored (the .pgtle.sql file), with a
-  schema keys and a role app; on the versions pg_tle is built for (15 and 18) only;
+- `<!-- example: server=pg_tle db=pg_tle -->`: run on a server with idgen and pg_tle preloaded,
+  in a database of its own with a role app (`db=keys` too; the page's own blocks create pg_tle
+  and store the edition); on the versions pg_tle is built for (15 and 18) only;
 - `<!-- example: user=app -->`: run as that role (psql's PGUSER), not the superuser postgres;
 - `<!-- example: min=18 -->`: PostgreSQL 18's own SQL, run on 18 and later only;
 - a hidden set-up, for what the reader is assumed to have already (`your table`):
@@ -128,11 +128,8 @@ def shell(server, db, text, folder, user=None):
     """(exit code, output) of a page's sh block, run by bash -e in FOLDER with the server's psql
     first on the path and connected to DB (as USER, else postgres); every psql stops at its first
     error (a psqlrc with ON_ERROR_STOP), and an ERROR printed counts as a failure too."""
-    rc = os.path.join(folder, ".psqlrc")
-    with open(rc, "w") as f:
-        f.write("\\set ON_ERROR_STOP on\n\\set VERBOSITY verbose\n")
-    env = {**os.environ, **server.env(db), "PSQLRC": rc, "PATH": f"{cluster.pg_bin()}:{os.environ['PATH']}",
-           **({"PGUSER": user} if user else {})}
+    env = {**os.environ, **server.env(db), "PSQLRC": os.path.join(folder, ".psqlrc"),
+           "PATH": f"{cluster.pg_bin()}:{os.environ['PATH']}", **({"PGUSER": user} if user else {})}
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], capture_output=True, text=True,
                           timeout=120, cwd=folder, env=env)
     out = done.stdout + done.stderr
@@ -146,6 +143,7 @@ def reader_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reader")
     os.symlink(os.path.join(ROOT, "sql"), folder / "sql")
     tle.write(str(folder / "target" / "dist" / f"{tle.NAME}-{tle.version()}"))
+    (folder / ".psqlrc").write_text("\\set ON_ERROR_STOP on\n\\set VERBOSITY verbose\n")  # for shell()
     return str(folder)
 
 

@@ -150,13 +150,7 @@ def sha256(path):
 
 def readable(top):
     """chmod -R a+rX: readable by all, folders (and what some may run) enterable."""
-    for folder, _dirs, files in os.walk(top):
-        os.chmod(folder, os.stat(folder).st_mode | 0o555)
-        for f in files:
-            p = os.path.join(folder, f)
-            if not os.path.islink(p):
-                mode = os.stat(p).st_mode
-                os.chmod(p, mode | 0o444 | (0o111 if mode & 0o111 else 0))
+    subprocess.run(["chmod", "-R", "a+rX", top], check=True)
 
 
 # ---- cargo-pgrx's configuration ----------------------------------------------------------------
@@ -252,9 +246,10 @@ def ensure_vendored(name, version, pg_config, cache, sources_dirs):
     key = f"{name}-{version}-{key_part(server)}"
     cached = os.path.join(cache, key)
     built, installed = os.path.join(cached, ".built"), os.path.join(lib, f".idgen-{name}")
-    if os.path.isfile(os.path.join(lib, f"{name}.so")) and read(built) is not None and read(built) == read(installed):
+    key_built = read(built)
+    if key_built is not None and key_built == read(installed) and os.path.isfile(os.path.join(lib, f"{name}.so")):
         return
-    if read(built) is None:
+    if key_built is None:
         archive = f"{name}-{version}.tar.gz"
         sources = next((d for d in sources_dirs if d and os.path.isfile(os.path.join(d, archive))), None)
         if sources is None:

@@ -775,6 +775,7 @@ DECLARE
   seqlock regclass := pg_catalog.to_regclass(pg_catalog.quote_ident(target) || '.idgen_portable_snowflake_seqlock');
   grantees text[] := '{}';
   g text;
+  has_usage boolean;
   psql boolean := edition = 'psql';
   -- how a setting is given: psql's -v name=value, or the pg_tle edition's configure argument
   setting text := CASE WHEN edition = 'psql' THEN '-v %s=%s'
@@ -832,31 +833,27 @@ BEGIN
                 HINT = 'Pass -v grant_to=<role>[,<role>...], the roles that may call snowflake_next(), or PUBLIC.';
       ELSIF lower(g) = 'public' THEN
         g := 'PUBLIC';
+        has_usage := EXISTS (SELECT FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+                           WHERE n.nspname = target AND a.grantee = 0 AND a.privilege_type = 'USAGE');
       ELSIF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = g) THEN
         RAISE EXCEPTION 'idgen portable: grant_to names role %, which does not exist', quote_ident(g)
           USING ERRCODE = 'undefined_object',
                 HINT = 'Role names are matched exactly, case included; create the role first, or leave it out. Nothing was installed.';
       ELSE
+        has_usage := has_schema_privilege(g, (SELECT oid FROM pg_namespace WHERE nspname = target), 'USAGE');
         g := quote_ident(g);
+      END IF;
+      -- without USAGE on the schema a role cannot call the function it is granted: only the
+      -- schema's owner (or a role it let grant) can give it, so name the GRANT
+      IF NOT has_usage THEN
+        RAISE NOTICE 'idgen portable: % has no USAGE on schema %, so its calls of %.snowflake_next() fail (42501)',
+          g, quote_ident(target), quote_ident(target)
+          USING HINT = format('Have the schema''s owner (%s) run: GRANT USAGE ON SCHEMA %I TO %s;',
+                              (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = target), target, g);
       END IF;
       grantees := grantees || g;
     END LOOP;
   END IF;
-  -- a role of grant_to without USAGE on the schema cannot call the function it is granted: only
-  -- the schema's owner (or a role it let grant) can give it, so name the GRANT
-  FOREACH g IN ARRAY coalesce(string_to_array(CASE WHEN grant_to !~ '^\s*$' THEN grant_to END, ','), '{}') LOOP
-    g := btrim(g);
-    IF NOT (CASE WHEN lower(g) = 'public'
-                 THEN EXISTS (SELECT FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
-                               WHERE n.nspname = target AND a.grantee = 0 AND a.privilege_type = 'USAGE')
-                 ELSE has_schema_privilege(g, (SELECT oid FROM pg_namespace WHERE nspname = target), 'USAGE') END) THEN
-      g := CASE WHEN lower(g) = 'public' THEN 'PUBLIC' ELSE quote_ident(g) END;
-      RAISE NOTICE 'idgen portable: % has no USAGE on schema %, so its calls of %.snowflake_next() fail (42501)',
-        g, quote_ident(target), quote_ident(target)
-        USING HINT = format('Have the schema''s owner (%s) run: GRANT USAGE ON SCHEMA %I TO %s;',
-                            (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = target), target, g);
-    END IF;
-  END LOOP;
   IF worker = '' THEN
     EXECUTE format($body$
 CREATE OR REPLACE FUNCTION %I.snowflake_next() RETURNS bigint
