@@ -47,7 +47,10 @@ and a slow horizon push (a restart with the IDGEN_TEST_PUSH_DELAY_MS hook, then 
 A registry failover (registry_failover, in every schedule, drawn last): the standby's link held,
 w2 restarted so that it claims an id only the primary records, w2 cut off from the registry, the
 primary killed, the standby promoted, the newcomer w4 claiming from it at once; the promoted
-registry must hold w4 off rather than hand it w2's id.
+registry must hold w4 off rather than hand it w2's id. A registry restore (registry_restore, in
+every schedule too): the same, but the standby is started in the registry's place on its own
+timeline, with no promotion, as an older copy of its data directory would be (a file-level backup,
+a snapshot); only the registry's start tells it from a restart.
 Then the faults that change an id's space between restarts (CONFIG_KINDS), each in every schedule:
 w3 restarted (clean stop or crash) under another idgen.epoch (the first always a later one, 2-4 s:
 more than idgen.max_clock_wait, so it is refused until its ids sort above the old ones, and taken
@@ -141,16 +144,20 @@ CONFIG_KINDS = {
     "registry_other_epoch": ("w2",),  # w2 under another epoch, refused by the registry, amount s
 }
 # The registry failed over to an asynchronous standby that missed w2's last claim, w2 cut off from
-# it meanwhile (amount s after the newcomer w4 starts), and w4 claiming from the promoted one: one
-# in every schedule's middle half and one more every CONFIG_EVERY_S, drawn after everything else.
-REGISTRY_KINDS = {"registry_failover": ("registry",)}
+# it meanwhile (amount s after the newcomer w4 starts), and w4 claiming from the promoted one; and
+# the registry restored from an older copy of its data directory, the same way: the standby's,
+# started as the registry itself on its own timeline (no promotion), as a file-level backup or a
+# snapshot would be. One of each in every schedule's middle half and one more every
+# CONFIG_EVERY_S, drawn after everything else (the restore after the failover).
+REGISTRY_KINDS = {"registry_failover": ("registry",), "registry_restore": ("registry",)}
 ALL_KINDS = {**KINDS, **CONFIG_KINDS, **REGISTRY_KINDS}
 REGISTRY_SERVERS = ("registry", "registry_b")
 LEASE_MS = 3_000
 # The auto servers' idgen.lease_grace: longer than any registry outage or failover the schedule
 # makes, so w2 issues through each. The lineage keeps none (a failover of it is taken at the
-# lease's end, as the schedule's timings assume). The registry's hold-off after a failover is
-# its max_lease_ms + max_grace_ms: LEASE_MS + GRACE_MS.
+# lease's end, as the schedule's timings assume). The registry's hold-off after a failover or a
+# start is its max_lease_ms + max_grace_ms (LEASE_MS + GRACE_MS), plus the time since its state is
+# known, plus its max_clock_skew_ms (SKEW_MS).
 GRACE_MS = 15_000
 CONFIG_EVERY_S = 150
 LATER_EPOCH_S = (2.0, 4.0)  # beyond idgen.max_clock_wait (1 s): refused, then taken after the moment
@@ -319,7 +326,8 @@ class Relay:
         for p in pairs:
             try:
                 for s in p:
-                    s.shutdown(socket.SHUT_RDWR)
+                    if s is not None:  # a pair being closed already
+                        s.shutdown(socket.SHUT_RDWR)
             except (OSError, TypeError):
                 pass
 
@@ -959,7 +967,17 @@ class Run:
         self.rows_read_before_rewinds += len(rows)
         self.salvaged.update(rows)
 
+    def do_registry_restore(self, f):
+        """The registry restored from an older copy of its data directory: as registry_failover, but
+        the standby that missed w2's last claim is started as a primary on the registry's own
+        timeline (crash recovery, no promotion: the same system identifier and timeline as the
+        registry it replaces), which only its start tells from a restart."""
+        return self._registry_replaced(f, promote=False)
+
     def do_registry_failover(self, f):
+        return self._registry_replaced(f, promote=True)
+
+    def _registry_replaced(self, f, promote):
         """The registry fails over to an asynchronous standby that missed w2's last claim: w2 stopped
         cleanly (its lease given back and freed by the owner, which the standby replays), the
         standby's link held, w2 started (it claims a never-leased id, which only the primary
@@ -986,6 +1004,7 @@ class Run:
             if self.joined.is_set():
                 self._salvage(w4)
                 w4.stop("immediate")
+            self.joined.clear()  # no rows to read from it until it runs again
             shutil.rmtree(w4.data_dir, ignore_errors=True)
             w4.initdb()
             w4.write_own()
@@ -1016,8 +1035,16 @@ class Run:
             try:
                 old.stop("immediate")
                 at = time.monotonic()
-                subprocess.run([new.bin("pg_ctl"), "promote", "-D", new.data_dir, "-w", "-t", "60"],
-                               capture_output=True, text=True, check=True)
+                if promote:
+                    subprocess.run([new.bin("pg_ctl"), "promote", "-D", new.data_dir, "-w", "-t", "60"],
+                                   capture_output=True, text=True, check=True)
+                else:
+                    # an older copy of the registry's data directory started in its place: the
+                    # standby's, which missed w2's claim, with no standby.signal (crash recovery)
+                    new.stop("immediate")
+                    os.remove(os.path.join(new.data_dir, "standby.signal"))
+                    new.write_own()
+                    new.start()
                 _wait(lambda: not new.one("SELECT pg_is_in_recovery()"), f"{new.name} out of recovery", 60)
                 self.registry_roles = {"primary": new.name, "standby": old.name}
                 w4.start()
@@ -1037,8 +1064,10 @@ class Run:
                 if s not in (old, new):
                     s.lock.release()
         try:
-            # the newcomer's first id: after the hold-off (LEASE_MS + GRACE_MS from the promotion)
-            issued, _, said = self._issues_within(w4, (LEASE_MS + GRACE_MS) / 1000 + 30, restart_on_refusal=False)
+            # the newcomer's first id: after the hold-off (LEASE_MS + GRACE_MS from the promotion or
+            # start, plus the time since the standby's last claim, a few seconds, plus SKEW_MS)
+            issued, _, said = self._issues_within(w4, (LEASE_MS + GRACE_MS + SKEW_MS) / 1000 + 45,
+                                                  restart_on_refusal=False)
             took = time.monotonic() - at
             got = w4.one("SELECT worker_id FROM idgen_lease_status()") if issued else None
             if got is not None:
@@ -1054,9 +1083,10 @@ class Run:
             new.lock.release()
         if not issued:
             raise RuntimeError(f"w4 issued nothing within the hold-off and 30 s more ({said})")
-        return (f"registry: {old.name} -> {new.name}, which missed w2's claim of worker id {lost}; w2 cut off "
-                f"for {f.amount} s after w4 started; w4 issued with worker id {got} {took:.1f} s after the "
-                f"promotion; {old.name} rebuilt as the standby")
+        how = "promoted" if promote else "started from an older copy (its standby's data directory)"
+        return (f"registry: {old.name} -> {new.name}, {how}, which missed w2's claim of worker id {lost}; w2 cut "
+                f"off for {f.amount} s after w4 started; w4 issued with worker id {got} {took:.1f} s after it "
+                f"took over; {old.name} rebuilt as the standby")
 
     def do_slow_push(self, f):
         with self._locked(f.target) as s:

@@ -100,9 +100,9 @@ MUTANTS = [
         "a fixed-id server issues nothing from its lease's end on (unless told to issue), so its id is "
         "reused safely",
         "src/core/src/lease.rs",
-        "    let fence_ms = policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX);",
+        "    let fence_ms = policy\n        .fence_ms(sent_ms, lease_ms, granted)\n        .unwrap_or(u64::MAX);",
         "    let fence_ms = match mode {\n        Mode::Fixed(_) => u64::MAX,\n"
-        "        Mode::Auto => policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX),\n    };",
+        "        Mode::Auto => policy.fence_ms(sent_ms, lease_ms, granted).unwrap_or(u64::MAX),\n    };",
         ("pg_test/test_registry.py::"
          "test_a_fixed_id_cut_off_from_the_registry_stops_at_its_lease_end_and_its_id_is_reused_above_it",
          "pg_test/test_registry.py::"
@@ -177,18 +177,60 @@ MUTANTS = [
         "registry-term-unseen",
         "a registry failover to a standby that missed the last claims hands no held id out again",
         "sql/registry/idgen_registry.sql",
-        "    word := (SELECT s.last_value FROM idgen_registry.term AS s);\n    IF word >> 42 <> timeline THEN",
-        "    word := (SELECT s.last_value FROM idgen_registry.term AS s);\n    IF false THEN",
+        "    IF new_cause IS NOT NULL THEN\n        PERFORM idgen_registry._begin_term(now_ms, new_cause);",
+        "    IF false THEN\n        PERFORM idgen_registry._begin_term(now_ms, new_cause);",
         ("pg_test/test_registry.py::"
          "test_a_registry_failover_to_a_standby_that_missed_the_last_claims_stops_no_writer_and_makes_no_id_twice",
          "pg_test/test_chaos.py::test_a_short_schedule_with_a_fixed_seed_hands_out_no_id_twice"),
     ),
     Mutant(
+        "restore-unseen",
+        "a registry restored from a dump or started from an older copy of its data directory hands no held id out "
+        "again",
+        "sql/registry/idgen_registry.sql",
+        "        WHEN (SELECT s.last_value FROM idgen_registry.incarnation AS s) <> here.incarnation THEN 2\n"
+        "        WHEN (SELECT s.last_value FROM idgen_registry.started AS s) <> here.started_ms THEN 3 END;",
+        "        END;",
+        ("pg_test/test_registry_operations.py::"
+         "test_a_registry_restored_from_a_dump_or_an_older_copy_gives_no_held_worker_id_to_another_server",
+         "pg_test/test_chaos.py::test_a_short_schedule_with_a_fixed_seed_hands_out_no_id_twice"),
+    ),
+    Mutant(
+        "hold-off-from-its-own-bounds-only",
+        "a promoted or restored registry holds off for every lease it may have granted in the history it lost, "
+        "under bounds raised in it too",
+        "sql/registry/idgen_registry.sql",
+        "    until_ms := now_ms + LEAST(c.max_lease_ms::bigint + c.max_grace_ms + GREATEST(now_ms - known_ms, 0),",
+        "    until_ms := now_ms + LEAST(c.max_lease_ms::bigint + c.max_grace_ms,",
+        ("pg_test/test_registry_operations.py::"
+         "test_a_raise_of_the_bounds_that_a_failover_loses_is_still_covered_by_the_promoted_registrys_hold_off",),
+    ),
+    Mutant(
+        "bounds-raised-at-once",
+        "a raise of the registry's bounds takes effect only as long after it is made as it raises them",
+        "sql/registry/idgen_registry.sql",
+        "            NEW.raise_takes_effect_ms := now_ms + (wanted - grantable);",
+        "            NEW.raise_takes_effect_ms := now_ms;",
+        ("pg_test/test_registry_operations.py::"
+         "test_a_raise_of_the_bounds_that_a_failover_loses_is_still_covered_by_the_promoted_registrys_hold_off",
+         "pg_test/test_registry_operations.py::"
+         "test_bounds_lowered_below_what_a_holder_holds_stop_no_server_and_a_raise_waits_as_long_as_it_raises"),
+    ),
+    Mutant(
+        "one-connect-deadline-for-all-hosts",
+        "each host of a multi-host idgen.registry gets its own connect deadline",
+        "src/pg/libpq.rs",
+        '        let Some(list) = hosts::split(value("host"), value("hostaddr"), value("port")) else {',
+        "        let Some(list) = None::<Vec<hosts::Host>> else {",
+        ("pg_test/test_registry_operations.py::"
+         "test_a_black_holed_first_host_costs_each_connection_its_connect_timeout_and_the_live_host_is_reached",),
+    ),
+    Mutant(
         "grace-not-kept",
         "the id of a server issuing through its grace goes to no other server",
         "sql/registry/idgen_registry.sql",
-        "    keep_ms bigint := p_lease_ms::bigint + coalesce(p_grace_ms, 0);",
-        "    keep_ms bigint := p_lease_ms::bigint;",
+        "    keep_ms := g_lease::bigint + g_grace;",
+        "    keep_ms := g_lease::bigint;",
         ("pg_test/test_registry.py::"
          "test_a_server_cut_off_from_the_registry_issues_through_its_grace_and_its_id_goes_to_no_other_server",),
     ),
@@ -196,8 +238,8 @@ MUTANTS = [
         "grace-not-in-the-fence",
         "a server holding a lease issues through its grace while the registry is down or failing over",
         "src/core/src/lease.rs",
-        "                .saturating_add(self.grace_ms)\n",
-        "                .saturating_add(0)\n",
+        "            .then(|| sent_ms.saturating_add(lease_ms).saturating_add(grace_ms))",
+        "            .then(|| sent_ms.saturating_add(lease_ms))",
         ("pg_test/test_registry.py::"
          "test_writes_go_on_through_a_registry_outage_longer_than_the_lease_and_no_id_is_made_twice",
          "pg_test/test_registry_patroni.py::"

@@ -89,54 +89,189 @@ GRANT SELECT ON TABLE idgen_registry.id_space TO idgen_fleet;
 -- can make the servers that take an id after it wait. The owner may change it:
 --   UPDATE idgen_registry.clock SET max_clock_skew_ms = 2000;
 --
--- And the longest lease (idgen.lease) and grace (idgen.lease_grace) a member may claim: a claim of
--- longer ones is refused. After a new term (a promotion, a restore onto a new timeline, or the
--- owner's idgen_registry.hold_off()) the registry grants no new lease for their sum, so that every
--- lease it may have lost has ended:
+-- And the longest lease (idgen.lease) and grace (idgen.lease_grace) a member may hold: a claim of
+-- longer ones is granted these (the answer says so, and the server fences at what was granted),
+-- never refused, so that lowering them stops no running server. A lowering takes effect at once.
+-- A raise takes effect only as long after it is made as it raises their sum (from 16 min to 31 min:
+-- 15 min later): the lease and grace the registry grants can then grow by at most a millisecond a
+-- millisecond, which is what lets a registry that lost its latest history (a failover to a standby
+-- that missed it, a restore, a start from an older copy) bound every lease it may have granted in
+-- it (the hold-off, below). A trigger keeps that, however the row is changed:
 --   UPDATE idgen_registry.clock SET max_lease_ms = 30000, max_grace_ms = 600000;
 CREATE TABLE idgen_registry.clock (
     one               boolean PRIMARY KEY DEFAULT true CHECK (one),
     max_clock_skew_ms integer NOT NULL DEFAULT 1000 CHECK (max_clock_skew_ms BETWEEN 0 AND 600000),
     max_lease_ms      integer NOT NULL DEFAULT 60000 CHECK (max_lease_ms BETWEEN 1000 AND 3600000),
-    max_grace_ms      integer NOT NULL DEFAULT 900000 CHECK (max_grace_ms BETWEEN 0 AND 86400000)
+    max_grace_ms      integer NOT NULL DEFAULT 900000 CHECK (max_grace_ms BETWEEN 0 AND 86400000),
+    -- A raise in progress: until raise_takes_effect_ms (Unix ms, the registry's clock; 0: none),
+    -- a grant's lease and grace add up to at most keep_before_raise_ms. Kept by the trigger.
+    keep_before_raise_ms bigint NOT NULL DEFAULT 0,
+    raise_takes_effect_ms bigint NOT NULL DEFAULT 0,
+    -- When the row last changed (Unix ms): a moment the registry's state is known to be from.
+    changed_ms        bigint NOT NULL DEFAULT pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)
 );
 REVOKE ALL ON TABLE idgen_registry.clock FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry.clock TO idgen_fleet;
 INSERT INTO idgen_registry.clock DEFAULT VALUES;
+
+-- The longest lease plus grace the registry grants at now_ms under the bounds c.
+CREATE FUNCTION idgen_registry._grantable_ms(c idgen_registry.clock, now_ms bigint)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $grantable$
+    SELECT CASE WHEN now_ms >= c.raise_takes_effect_ms THEN c.max_lease_ms::bigint + c.max_grace_ms
+                ELSE LEAST(c.keep_before_raise_ms, c.max_lease_ms::bigint + c.max_grace_ms) END
+$grantable$;
+REVOKE ALL ON FUNCTION idgen_registry._grantable_ms(idgen_registry.clock, bigint) FROM PUBLIC;
+
+-- A change of the bounds: a raise of their sum takes effect as long after it is made as it
+-- raises it, from what is grantable at that moment (a raise that is itself still waiting counts
+-- at what it raised from); a lowering at once. The raise's fields are the trigger's alone.
+CREATE FUNCTION idgen_registry._clock_changed()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $changed$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    grantable bigint := idgen_registry._grantable_ms(OLD, now_ms);
+    wanted bigint := NEW.max_lease_ms::bigint + NEW.max_grace_ms;
+BEGIN
+    NEW.keep_before_raise_ms := OLD.keep_before_raise_ms;
+    NEW.raise_takes_effect_ms := OLD.raise_takes_effect_ms;
+    IF (NEW.max_lease_ms, NEW.max_grace_ms) IS DISTINCT FROM (OLD.max_lease_ms, OLD.max_grace_ms) THEN
+        IF wanted > grantable THEN
+            NEW.keep_before_raise_ms := grantable;
+            NEW.raise_takes_effect_ms := now_ms + (wanted - grantable);
+        ELSE
+            NEW.keep_before_raise_ms := 0;
+            NEW.raise_takes_effect_ms := 0;
+        END IF;
+    END IF;
+    NEW.changed_ms := now_ms;
+    RETURN NEW;
+END
+$changed$;
+REVOKE ALL ON FUNCTION idgen_registry._clock_changed() FROM PUBLIC;
+CREATE TRIGGER bounds_change BEFORE UPDATE ON idgen_registry.clock
+    FOR EACH ROW EXECUTE FUNCTION idgen_registry._clock_changed();
 
 -- The registry's term: its timeline (the first 8 hex digits of its current WAL file's name) in
 -- the high bits and, below bit 42, when the registry first answered a claim in it (Unix ms; 0:
 -- the term it was installed in, which follows no other). A sequence, not a table: claim() records
 -- a new term with setval(), which no transaction undoes and no row lock holds up, so a member
 -- that keeps its claim's transaction open delays no one's view of the term.
+--
+-- A new term begins at the first claim after anything that may have lost the registry's latest
+-- history: a new timeline (a promotion, a point-in-time restore), a restore into another database
+-- or cluster (pg_dump and pg_restore, a copy of another cluster: the data's identity, below,
+-- changed), and every start of the server, since a start from an older copy of its own data
+-- directory (a snapshot, a file-level backup) cannot be told from a plain restart. Each is
+-- recorded in sequences beside the term, which pg_dump carries as they were (so a restore finds
+-- them unlike the server it runs on) and no rollback undoes:
+--   incarnation     the data's identity: a hash of the server's system identifier, the
+--                   database's and the lease table's OIDs, and the id_space row's xmin (a new
+--                   one after any reload of the data, pg_restore --data-only included)
+--   started         the postmaster's start (Unix ms)
+--   hold_off_until  when the current term's hold-off ends (Unix ms; 0: none)
+--   term_cause      why the current term began: 0 installed, 1 a new timeline, 2 restored,
+--                   3 started (a restart, or a start from an older copy), 4 the owner's hold_off()
 CREATE SEQUENCE idgen_registry.term MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
-REVOKE ALL ON SEQUENCE idgen_registry.term FROM PUBLIC;
-DO $first_term$
-BEGIN
-    PERFORM pg_catalog.setval('idgen_registry.term',
-        ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 42);
-END
-$first_term$;
+CREATE SEQUENCE idgen_registry.incarnation MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
+CREATE SEQUENCE idgen_registry.started MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
+CREATE SEQUENCE idgen_registry.hold_off_until MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
+CREATE SEQUENCE idgen_registry.term_cause MINVALUE 0 MAXVALUE 4 START 0;
+REVOKE ALL ON SEQUENCE idgen_registry.term, idgen_registry.incarnation, idgen_registry.started,
+    idgen_registry.hold_off_until, idgen_registry.term_cause FROM PUBLIC;
 
--- The registry's term now (the sequence's word, which names it), and the hold-off's end (Unix ms, 0:
--- none), recording a new term first where the timeline changed (a promotion, a restore onto a new
--- timeline). For claim() only.
+-- This server's timeline, the data's identity and the postmaster's start, as the sequences above
+-- record them.
+CREATE FUNCTION idgen_registry._where(OUT timeline bigint, OUT incarnation bigint, OUT started_ms bigint)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $where$
+    SELECT ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
+           ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.concat_ws('/',
+                (SELECT s.system_identifier FROM pg_catalog.pg_control_system() AS s),
+                (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database()),
+                pg_catalog.to_regclass('idgen_registry.lease')::pg_catalog.oid,
+                (SELECT i.xmin FROM idgen_registry.id_space AS i))), 1, 15))::bit(60)::bigint,
+           pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.pg_postmaster_start_time()) * 1000)::bigint
+$where$;
+REVOKE ALL ON FUNCTION idgen_registry._where() FROM PUBLIC;
+
+-- Begins a new term at now_ms for cause (term_cause's numbers). Its hold-off covers every lease
+-- the registry may have granted in a history it lost: such a lease was granted after the latest
+-- moment this state is known to be from (the last claim, release or bounds change it holds), at
+-- most the longest lease and grace grantable then, which grow by at most a millisecond a
+-- millisecond since (a raise takes effect as long after it is made as it raises); so it ends by
+-- now plus the bounds this state holds plus the time since that moment, plus the clock skew the
+-- registry allows between its own hosts and the fleet; never longer than the longest lease and
+-- grace a registry can allow at all, and never ending before the hold-off of the term it follows.
+-- Returns the hold-off's end.
+CREATE FUNCTION idgen_registry._begin_term(now_ms bigint, cause integer)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $begin$
+DECLARE
+    here record;
+    c idgen_registry.clock%ROWTYPE;
+    known_ms bigint;
+    until_ms bigint;
+BEGIN
+    SELECT * INTO here FROM idgen_registry._where();
+    SELECT * INTO c FROM idgen_registry.clock;
+    known_ms := GREATEST(c.changed_ms,
+        (SELECT pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.max(GREATEST(l.renewed_at, l.claimed_at))) * 1000)::bigint
+           FROM idgen_registry.lease AS l),
+        (SELECT s.last_value & ((1::bigint << 42) - 1) FROM idgen_registry.term AS s));
+    until_ms := now_ms + LEAST(c.max_lease_ms::bigint + c.max_grace_ms + GREATEST(now_ms - known_ms, 0),
+                               3600000 + 86400000) + c.max_clock_skew_ms;
+    -- Never before the hold-off of the term this one follows: a restart soon after a promotion
+    -- knows no more of what the promotion lost than the promotion did.
+    until_ms := GREATEST(until_ms, (SELECT s.last_value FROM idgen_registry.hold_off_until AS s));
+    -- The word first: a claim that finds it new but the rest not yet recorded begins the term
+    -- again, a moment later, which only lengthens the hold-off.
+    PERFORM pg_catalog.setval('idgen_registry.term', (here.timeline << 42) | now_ms);
+    PERFORM pg_catalog.setval('idgen_registry.hold_off_until', until_ms);
+    PERFORM pg_catalog.setval('idgen_registry.term_cause', cause);
+    PERFORM pg_catalog.setval('idgen_registry.incarnation', here.incarnation);
+    PERFORM pg_catalog.setval('idgen_registry.started', here.started_ms);
+    RETURN until_ms;
+END
+$begin$;
+REVOKE ALL ON FUNCTION idgen_registry._begin_term(bigint, integer) FROM PUBLIC;
+
+-- The registry's term now (the sequence's word, which names it), when it began, the hold-off's end
+-- (Unix ms, 0: none) and why the term began, beginning a new one first where the registry may
+-- have lost history since the last claim (above). For claim() only.
 CREATE FUNCTION idgen_registry._term(now_ms bigint, OUT word bigint, OUT began_ms bigint,
-                                     OUT hold_off_until_ms bigint)
+                                     OUT hold_off_until_ms bigint, OUT cause text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $term$
 DECLARE
-    timeline bigint := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+    here record;
+    new_cause integer;
 BEGIN
+    SELECT * INTO here FROM idgen_registry._where();
     word := (SELECT s.last_value FROM idgen_registry.term AS s);
-    IF word >> 42 <> timeline THEN
-        word := (timeline << 42) | now_ms;
-        PERFORM pg_catalog.setval('idgen_registry.term', word);
+    new_cause := CASE
+        WHEN word >> 42 <> here.timeline THEN 1
+        WHEN (SELECT s.last_value FROM idgen_registry.incarnation AS s) <> here.incarnation THEN 2
+        WHEN (SELECT s.last_value FROM idgen_registry.started AS s) <> here.started_ms THEN 3 END;
+    IF new_cause IS NOT NULL THEN
+        PERFORM idgen_registry._begin_term(now_ms, new_cause);
+        word := (SELECT s.last_value FROM idgen_registry.term AS s);
     END IF;
     began_ms := word & ((1::bigint << 42) - 1);
     hold_off_until_ms := CASE WHEN began_ms = 0 THEN 0
-        ELSE began_ms + (SELECT c.max_lease_ms + c.max_grace_ms FROM idgen_registry.clock AS c) END;
+        ELSE (SELECT s.last_value FROM idgen_registry.hold_off_until AS s) END;
+    cause := CASE (SELECT s.last_value FROM idgen_registry.term_cause AS s)
+        WHEN 0 THEN 'installed' WHEN 1 THEN 'new timeline' WHEN 2 THEN 'restored'
+        WHEN 3 THEN 'started' ELSE 'hold_off' END;
 END
 $term$;
 REVOKE ALL ON FUNCTION idgen_registry._term(bigint) FROM PUBLIC;
@@ -344,7 +479,9 @@ CREATE FUNCTION idgen_registry.claim(
 RETURNS TABLE (outcome text, worker_id integer, lease_ends_ms bigint, last_horizon_ms bigint,
                predecessor_ends_ms bigint, predecessor_fence_ms bigint, other_holder_name text,
                other_lease_ends_ms bigint, registry_now_ms bigint, role_leases integer, role_quota integer,
-               registry_epoch_ms bigint, registry_term bigint, hold_off_until_ms bigint)
+               registry_epoch_ms bigint, registry_term bigint, hold_off_until_ms bigint,
+               granted_lease_ms integer, granted_grace_ms integer, term_cause text,
+               clock_ahead_ms bigint, allowed_skew_ms integer)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '2s'
@@ -364,9 +501,15 @@ DECLARE
     previous text;
     term record;
     reasserting boolean;
+    -- The lease and grace granted: those asked for, within the bounds of idgen_registry.clock
+    -- as they stand now (a raise takes effect later), which the server fences at.
+    g_lease integer;
+    g_grace integer;
     -- How long a lease granted or renewed now keeps the id from every other server: the lease,
     -- and the grace through which its holder issues on while it cannot reach the registry.
-    keep_ms bigint := p_lease_ms::bigint + coalesce(p_grace_ms, 0);
+    keep_ms bigint;
+    grantable bigint;
+    own_only boolean;
 BEGIN
     SELECT * INTO served FROM idgen_registry.id_space;
     SELECT * INTO bounds FROM idgen_registry.clock AS c;
@@ -376,7 +519,7 @@ BEGIN
     -- equal whatever their worker ids.
     IF p_layout IS DISTINCT FROM served.layout OR p_epoch_ms IS DISTINCT FROM served.epoch_ms THEN
         RETURN QUERY SELECT 'wrong_id_space'::text, NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer, served.epoch_ms, term.word, term.hold_off_until_ms;
+            NULL::bigint, served.layout, NULL::bigint, now_ms, NULL::integer, NULL::integer, served.epoch_ms, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead;
         RETURN;
     END IF;
     IF p_holder IS NULL OR p_holder !~ '^[0-9]{1,20}$' THEN
@@ -387,16 +530,20 @@ BEGIN
         RAISE EXCEPTION 'invalid run %: the number the server drew when it started is expected', p_run
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND bounds.max_lease_ms THEN
-        RAISE EXCEPTION 'invalid lease length % ms: this registry leases for 1000 to % ms', p_lease_ms, bounds.max_lease_ms
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Set idgen.lease within it, or have the registry''s owner raise max_lease_ms in idgen_registry.clock (a promoted registry then holds off new leases longer).';
+    -- Longer than the bounds is granted the bounds (the answer says so): lowering them stops no
+    -- running server.
+    IF p_lease_ms IS NULL OR p_lease_ms < 1000 THEN
+        RAISE EXCEPTION 'invalid lease length % ms: a lease lasts at least 1000 ms', p_lease_ms
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_grace_ms IS NULL OR p_grace_ms NOT BETWEEN 0 AND bounds.max_grace_ms THEN
-        RAISE EXCEPTION 'invalid lease grace % ms: this registry allows 0 to % ms', p_grace_ms, bounds.max_grace_ms
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Set idgen.lease_grace within it, or have the registry''s owner raise max_grace_ms in idgen_registry.clock (a promoted registry then holds off new leases longer).';
+    IF p_grace_ms IS NULL OR p_grace_ms < 0 THEN
+        RAISE EXCEPTION 'invalid lease grace % ms: a grace is 0 ms or more', p_grace_ms
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    grantable := idgen_registry._grantable_ms(bounds, now_ms);
+    g_lease := LEAST(p_lease_ms, bounds.max_lease_ms, grantable);
+    g_grace := GREATEST(LEAST(p_grace_ms::bigint, bounds.max_grace_ms, grantable - g_lease), 0);
+    keep_ms := g_lease::bigint + g_grace;
     IF p_holder_name IS NULL OR p_holder_name !~ '^[ -~]{1,200}$' THEN
         RAISE EXCEPTION 'invalid holder name: 1 to 200 printable ASCII characters are expected'
             USING ERRCODE = 'invalid_parameter_value';
@@ -404,12 +551,16 @@ BEGIN
     -- What a real server reports lies at most its clock's skew (and, for a horizon, idgen's 1-s
     -- lead) ahead of the registry's clock; anything further would make whoever takes the id
     -- next wait for nothing (idgen_registry.clock).
+    -- Answered, not raised, so that the server names its clock and by about how much it runs ahead
+    -- (clock_ahead_ms: its fence less the lease and grace, or its horizon less idgen's 1-s lead,
+    -- against this clock), and keeps its lease's fence.
     IF coalesce(p_horizon_ms, 0) > now_ms + ahead + 1000 OR coalesce(p_fence_ms, 0) > now_ms + p_lease_ms + p_grace_ms + ahead THEN
-        RAISE EXCEPTION 'horizon % or fence % ms lies further ahead of the registry''s clock (%) than this server''s could be',
-            p_horizon_ms, p_fence_ms, now_ms
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('A horizon may lie at most %s ms ahead (the clock skew the registry allows, idgen_registry.clock, plus idgen''s 1-s horizon lead), a fence at most the lease and its grace plus %s ms.', ahead + 1000, ahead),
-                  HINT = 'Check the clock of the server that claims (NTP) against the registry''s.';
+        RETURN QUERY SELECT 'clock_ahead'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word,
+            term.hold_off_until_ms, g_lease, g_grace, term.cause,
+            GREATEST(coalesce(p_horizon_ms, 0) - now_ms - 1000, coalesce(p_fence_ms, 0) - now_ms - p_lease_ms - p_grace_ms),
+            ahead;
+        RETURN;
     END IF;
     -- An automatic id is always fenced: an unfenced lease is kept from every other server until
     -- the owner frees it, which is for a fixed id that its server issues on without the registry.
@@ -448,7 +599,7 @@ BEGIN
              WHERE l.worker_id = id
             RETURNING * INTO row_;
             RETURN QUERY SELECT CASE WHEN reasserting THEN 'reasserted' ELSE 'held' END, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
-                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms;
+                row_.predecessor_ends_ms, row_.predecessor_fence_ms, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead;
             RETURN;
         END IF;
     END IF;
@@ -458,7 +609,7 @@ BEGIN
     IF p_worker_id IS NOT NULL THEN
         SELECT * INTO row_ FROM idgen_registry.lease AS l WHERE l.worker_id = p_worker_id;
         IF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
-            RETURN QUERY SELECT c.*, term.word, term.hold_off_until_ms
+            RETURN QUERY SELECT c.*, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead
                 FROM idgen_registry._conflict(row_, p_holder, who, now_ms) AS c;
             RETURN;
         END IF;
@@ -473,7 +624,7 @@ BEGIN
     -- hold-off's end (predecessor_ends_ms, below), above what a lost holder may have issued.
     IF now_ms < term.hold_off_until_ms AND NOT reasserting THEN
         RETURN QUERY SELECT 'holding_off'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms;
+            NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead;
         RETURN;
     END IF;
 
@@ -485,18 +636,21 @@ BEGIN
     -- (lock_timeout), never for another role's.
     INSERT INTO idgen_registry.quota AS q (role) VALUES (who) ON CONFLICT (role) DO NOTHING;
     SELECT q.max_ids INTO allowed FROM idgen_registry.quota AS q WHERE q.role = who FOR UPDATE;
-    SELECT count(*), min(l.lease_ends_ms) FILTER (WHERE l.fence_ms IS NOT NULL),
+    SELECT count(*), min(l.lease_ends_ms) FILTER (WHERE l.fence_ms IS NOT NULL), bool_and(l.holder = p_holder),
            pg_catalog.string_agg(l.holder_name || ' (worker id ' || l.worker_id
                || CASE WHEN l.fence_ms IS NULL THEN ', unfenced: kept until the registry''s owner frees it'
                        ELSE '' END || ')', ', ' ORDER BY l.worker_id)
-      INTO held, first_end, holding
+      INTO held, first_end, own_only, holding
       FROM idgen_registry.lease AS l
      WHERE l.holder_role = who AND l.holder IS NOT NULL
        AND ((l.holder_run IS NOT NULL AND l.lease_ends_ms >= now_ms) OR l.fence_ms IS NULL)
        AND l.worker_id IS DISTINCT FROM p_worker_id;
+    -- All of them this server's own (its system identifier): an earlier run, the one before a
+    -- crash or an immediate stop that could not release its lease (or a copy of this server
+    -- running beside it): said as such, with when the first one ends.
     IF held >= allowed THEN
-        RETURN QUERY SELECT 'over_quota'::text, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::bigint, holding, first_end, now_ms, held, allowed, NULL::bigint, term.word, term.hold_off_until_ms;
+        RETURN QUERY SELECT CASE WHEN own_only AND first_end IS NOT NULL THEN 'earlier_run' ELSE 'over_quota' END, p_worker_id, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, holding, first_end, now_ms, held, allowed, NULL::bigint, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead;
         RETURN;
     END IF;
 
@@ -522,7 +676,7 @@ BEGIN
         END IF;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'exhausted'::text, NULL::integer, NULL::bigint, NULL::bigint,
-                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms;
+                NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, now_ms, NULL::integer, NULL::integer, NULL::bigint, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead;
             RETURN;
         END IF;
     ELSE
@@ -537,7 +691,7 @@ BEGIN
     ELSIF row_.holder IS NULL THEN
         outcome := 'taken_over';
     ELSIF idgen_registry._kept_from(row_, p_holder, who, now_ms) THEN
-        RETURN QUERY SELECT c.*, term.word, term.hold_off_until_ms
+        RETURN QUERY SELECT c.*, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead
                 FROM idgen_registry._conflict(row_, p_holder, who, now_ms) AS c;
         RETURN;
     ELSIF row_.holder = p_holder AND row_.holder_role = who THEN
@@ -560,7 +714,7 @@ BEGIN
     RETURNING * INTO row_;
     RETURN QUERY SELECT outcome, row_.worker_id, row_.lease_ends_ms, row_.last_horizon_ms,
         row_.predecessor_ends_ms, row_.predecessor_fence_ms, previous, NULL::bigint, now_ms, NULL::integer, NULL::integer,
-        NULL::bigint, term.word, term.hold_off_until_ms;
+        NULL::bigint, term.word, term.hold_off_until_ms, g_lease, g_grace, term.cause, NULL::bigint, ahead;
 END
 $claim$;
 REVOKE ALL ON FUNCTION idgen_registry.claim(text, text, text, integer, integer, bigint, bigint, text, bigint, integer, bigint) FROM PUBLIC;
@@ -640,26 +794,78 @@ END
 $free$;
 REVOKE ALL ON FUNCTION idgen_registry.free(integer) FROM PUBLIC;
 
--- For the registry's owner only: begins a new term now, as a promotion does, for a registry
--- restored from a backup or a snapshot on the timeline it had (which claim() cannot tell from
--- the registry it was): no new lease until the longest lease and grace of idgen_registry.clock
--- have passed, while the servers that hold leases re-assert them, and every lease granted later
--- resumes above that time. Returns the hold-off's end. The new term is the current timeline
--- from now: a holder re-asserts its lease when the term it holds it under is not the registry's.
+-- For the registry's owner only: begins a new term now, as a start or a promotion does, where the
+-- owner has a reason of its own to think leases were lost: no new lease until every lease the
+-- registry may have granted has ended (as for any new term), while the servers that hold leases
+-- re-assert them, and every lease granted later resumes above that time. Returns the hold-off's
+-- end.
 CREATE FUNCTION idgen_registry.hold_off()
 RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $hold_off$
-DECLARE
-    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
-    timeline bigint := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
 BEGIN
-    PERFORM pg_catalog.setval('idgen_registry.term', (timeline << 42) | now_ms);
-    RETURN pg_catalog.to_timestamp((now_ms + (SELECT c.max_lease_ms + c.max_grace_ms FROM idgen_registry.clock AS c)) / 1000.0);
+    RETURN pg_catalog.to_timestamp(idgen_registry._begin_term(
+        pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint, 4) / 1000.0);
 END
 $hold_off$;
 REVOKE ALL ON FUNCTION idgen_registry.hold_off() FROM PUBLIC;
+
+-- For the registry's owner only, and dangerous: ends the current term's hold-off now, so that new
+-- leases are granted at once. Safe only where the registry lost nothing: a restart after a clean
+-- shutdown of a registry whose data directory is the one it stopped with, or a failover to a
+-- standby that was synchronous (it had every claim the old primary acknowledged). After a restore
+-- from a dump or an older copy, or a failover to an asynchronous standby, a server still issuing
+-- under a lease the registry lost may see its worker id handed to another, and both then issue the
+-- same ids. Leases granted from now on still resume above this moment. Returns the end it
+-- replaced (NULL: no hold-off was running).
+CREATE FUNCTION idgen_registry.end_hold_off()
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $end_hold_off$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    term record;
+BEGIN
+    -- The term as a claim would find it now: a start since the last claim begins its term first.
+    SELECT * INTO term FROM idgen_registry._term(now_ms);
+    IF term.hold_off_until_ms <= now_ms THEN
+        RAISE NOTICE 'no hold-off is running: the registry grants leases';
+        RETURN NULL;
+    END IF;
+    PERFORM pg_catalog.setval('idgen_registry.hold_off_until', now_ms);
+    RAISE WARNING 'the hold-off that was to end at % ended now (the term began %: %)',
+        pg_catalog.to_timestamp(term.hold_off_until_ms / 1000.0), pg_catalog.to_timestamp(term.began_ms / 1000.0), term.cause
+        USING DETAIL = 'New leases are granted from now on. A server still issuing under a lease the registry lost can now see its worker id go to another server.';
+    RETURN pg_catalog.to_timestamp(term.hold_off_until_ms / 1000.0);
+END
+$end_hold_off$;
+REVOKE ALL ON FUNCTION idgen_registry.end_hold_off() FROM PUBLIC;
+
+-- The registry's term and its hold-off, and the bounds it grants now, for people: one row.
+CREATE VIEW idgen_registry.status AS
+SELECT CASE WHEN t.began_ms > 0 THEN pg_catalog.to_timestamp(t.began_ms / 1000.0) END AS term_began,
+       t.cause AS term_cause,
+       CASE WHEN t.hold_off_until_ms > 0 THEN pg_catalog.to_timestamp(t.hold_off_until_ms / 1000.0) END AS hold_off_until,
+       t.hold_off_until_ms > pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000) AS holding_off,
+       c.max_lease_ms, c.max_grace_ms,
+       -- _grantable_ms() written out: a view runs functions with its reader's rights
+       CASE WHEN pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000) >= c.raise_takes_effect_ms
+            THEN c.max_lease_ms::bigint + c.max_grace_ms
+            ELSE LEAST(c.keep_before_raise_ms, c.max_lease_ms::bigint + c.max_grace_ms) END AS grantable_ms,
+       CASE WHEN c.raise_takes_effect_ms > pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)
+            THEN pg_catalog.to_timestamp(c.raise_takes_effect_ms / 1000.0) END AS raise_takes_effect
+  FROM idgen_registry.clock AS c,
+       LATERAL (SELECT s.last_value & ((1::bigint << 42) - 1) AS began_ms,
+                       CASE WHEN s.last_value & ((1::bigint << 42) - 1) = 0 THEN 0
+                            ELSE (SELECT h.last_value FROM idgen_registry.hold_off_until AS h) END AS hold_off_until_ms,
+                       CASE (SELECT k.last_value FROM idgen_registry.term_cause AS k)
+                           WHEN 0 THEN 'installed' WHEN 1 THEN 'new timeline' WHEN 2 THEN 'restored'
+                           WHEN 3 THEN 'started' ELSE 'hold_off' END AS cause
+                  FROM idgen_registry.term AS s) AS t;
+REVOKE ALL ON TABLE idgen_registry.status FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry.status TO idgen_fleet;
 
 -- Who holds which id, until when, and how far each id's holders have issued. A member sees the
 -- system identifier of its own role's servers only (the owner sees all).
@@ -678,5 +884,18 @@ SELECT l.worker_id,
  WHERE l.holder IS NOT NULL;
 REVOKE ALL ON TABLE idgen_registry.holders FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry.holders TO idgen_fleet;
+
+-- The term it is installed in, which follows no other (no hold-off), on this server, its data and
+-- its start as they are now.
+DO $first_term$
+DECLARE
+    here record;
+BEGIN
+    SELECT * INTO here FROM idgen_registry._where();
+    PERFORM pg_catalog.setval('idgen_registry.term', here.timeline << 42);
+    PERFORM pg_catalog.setval('idgen_registry.incarnation', here.incarnation);
+    PERFORM pg_catalog.setval('idgen_registry.started', here.started_ms);
+END
+$first_term$;
 
 COMMIT;

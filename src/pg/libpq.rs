@@ -2,8 +2,10 @@
 //! partition, a stopped host) costs its caller a deadline, never a hang: the lease worker's to
 //! the registry (`registry_client`), and a backend's to another node of its Citus cluster
 //! (`citus_peers`). Knows no SQL of either; its errors name the far side as the caller calls it
-//! ("the registry", "node 10.0.0.2:5432").
+//! ("the registry", "node 10.0.0.2:5432"). A multi-host string's hosts are tried one by one, each
+//! with its own connect deadline (`idgen_core::hosts`).
 
+use idgen_core::hosts;
 use pq_sys as pq;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::ptr;
@@ -99,8 +101,10 @@ impl Conn {
 
     /// Opens the connection from keyword/value pairs (libpq's `PQconnectStartParams`, with a
     /// value of `dbname` expanded as a connection string when `expand_dbname`, its pairs then
-    /// overriding those before it), within `within`; `stop()` is polled every 100 ms. A
-    /// connection already open is kept.
+    /// overriding those before it); `stop()` is polled every 100 ms. A connection already open is
+    /// kept. Each host of a multi-host string is tried in turn with a deadline of its own, as
+    /// libpq's `connect_timeout` gives it (`within` where that is unset), so that a host that never
+    /// answers costs one deadline and the next host is still reached.
     pub fn open(
         &mut self,
         pairs: &[(&CStr, &CStr)],
@@ -112,6 +116,73 @@ impl Conn {
             return Ok(());
         }
         self.close();
+        self.start(pairs, expand_dbname)?;
+        // The options as libpq reads them, the connection string expanded.
+        let options = self.options();
+        let value = |key: &str| {
+            options
+                .iter()
+                .find(|(k, _)| k.as_bytes() == key.as_bytes())
+                .map(|(_, v)| v.to_str().unwrap_or_default())
+        };
+        let each =
+            hosts::connect_timeout_s(value("connect_timeout")).map_or(within, Duration::from_secs);
+        let Some(list) = hosts::split(value("host"), value("hostaddr"), value("port")) else {
+            return self.finish_connecting(each, stop);
+        };
+        self.close();
+        let mut why = Vec::new();
+        for target in &list {
+            let one: Vec<(&CStr, &CStr)> = options
+                .iter()
+                .filter(|(k, _)| !matches!(k.to_bytes(), b"host" | b"hostaddr" | b"port"))
+                .map(|(k, v)| (k.as_c_str(), v.as_c_str()))
+                .collect();
+            let entries = [
+                ("host", &target.host),
+                ("hostaddr", &target.hostaddr),
+                ("port", &target.port),
+            ];
+            let owned: Vec<(CString, CString)> = entries
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| {
+                    (
+                        CString::new(*k).unwrap_or_default(),
+                        CString::new(v.as_str()).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let mut pairs = one;
+            pairs.extend(owned.iter().map(|(k, v)| (k.as_c_str(), v.as_c_str())));
+            let name = if target.host.is_empty() {
+                &target.hostaddr
+            } else {
+                &target.host
+            };
+            let attempt = self
+                .start(&pairs, false)
+                .and_then(|()| self.finish_connecting(each, stop));
+            match attempt {
+                Ok(()) => return Ok(()),
+                Err(f) => {
+                    if stop() {
+                        return Err(f);
+                    }
+                    why.push(format!("host {name} port {}: {}", target.port, f.text()));
+                }
+            }
+        }
+        Err(Failure::Broken(format!(
+            "could not connect to {} on any of its {} hosts: {}",
+            self.peer,
+            list.len(),
+            why.join("; ")
+        )))
+    }
+
+    /// Starts connecting (`PQconnectStartParams`).
+    fn start(&mut self, pairs: &[(&CStr, &CStr)], expand_dbname: bool) -> Result<(), Failure> {
         let mut keywords: Vec<*const c_char> = pairs.iter().map(|(k, _)| k.as_ptr()).collect();
         let mut values: Vec<*const c_char> = pairs.iter().map(|(_, v)| v.as_ptr()).collect();
         keywords.push(ptr::null());
@@ -123,21 +194,58 @@ impl Conn {
                 c_int::from(expand_dbname),
             )
         };
-        let cannot = |this: &Self| {
-            Failure::Broken(format!(
-                "could not connect to {}: {}",
-                this.peer,
-                this.error_message()
-            ))
-        };
-        if self.conn.is_null() {
-            return Err(cannot(self));
+        if self.conn.is_null()
+            || unsafe { pq::PQstatus(self.conn) } == pq::ConnStatusType::CONNECTION_BAD
+        {
+            let failure = self.cannot();
+            self.close();
+            return Err(failure);
         }
+        Ok(())
+    }
+
+    /// The options of the connection being made, as libpq holds them (`PQconninfo`).
+    fn options(&self) -> Vec<(CString, CString)> {
+        let mut out = Vec::new();
+        let options = unsafe { pq::PQconninfo(self.conn) };
+        if options.is_null() {
+            return out;
+        }
+        let mut at = options;
+        unsafe {
+            while !(*at).keyword.is_null() {
+                if !(*at).val.is_null() {
+                    out.push((
+                        CStr::from_ptr((*at).keyword).to_owned(),
+                        CStr::from_ptr((*at).val).to_owned(),
+                    ));
+                }
+                at = at.add(1);
+            }
+            pq::PQconninfoFree(options);
+        }
+        out
+    }
+
+    fn cannot(&self) -> Failure {
+        Failure::Broken(format!(
+            "could not connect to {}: {}",
+            self.peer,
+            self.error_message()
+        ))
+    }
+
+    /// Drives the connection started until it is made, within `within`.
+    fn finish_connecting(
+        &mut self,
+        within: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), Failure> {
         let deadline = Instant::now() + within;
         let mut want_write = true;
         loop {
             if unsafe { pq::PQstatus(self.conn) } == pq::ConnStatusType::CONNECTION_BAD {
-                let failure = cannot(self);
+                let failure = self.cannot();
                 self.close();
                 return Err(failure);
             }
@@ -148,7 +256,7 @@ impl Conn {
             match unsafe { pq::PQconnectPoll(self.conn) } {
                 pq::PostgresPollingStatusType::PGRES_POLLING_OK => return Ok(()),
                 pq::PostgresPollingStatusType::PGRES_POLLING_FAILED => {
-                    let failure = cannot(self);
+                    let failure = self.cannot();
                     self.close();
                     return Err(failure);
                 }

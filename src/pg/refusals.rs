@@ -31,7 +31,11 @@ pub fn raise_lease_ended(permit: &Permit, view: &registry::View) -> ! {
         "snowflake_next() refuses to run: the lease of worker id {} ended at {}, its grace included",
         permit.worker_id, timestamp_of_unix_ms(permit.fence_ms)))
         .detail(format!("The lease is the right to issue (with idgen.worker_id = auto, and with a fixed id unless idgen.unverified_worker_id = issue): a server that cannot reach the registry issues on for idgen.lease_grace past the lease's end, and then the registry may give the worker id to another server, so no id comes from a millisecond at or after that. {why}"))
-        .hint("Ids resume as soon as the registry renews the lease. Check the registry server and idgen.registry; idgen_lease_status() shows the lease.")
+        .hint(if view.clock_ahead_ms > 0 {
+            "Fix the clocks: run NTP (chrony, systemd-timesyncd) on this server and on the registry's, and compare them; the registry renews the lease once this server's clock is within the skew it allows (idgen_registry.clock.max_clock_skew_ms). Ids resume then."
+        } else {
+            "Ids resume as soon as the registry renews the lease. Check the registry server and idgen.registry; idgen_lease_status() shows the lease."
+        })
         .raise()
 }
 
@@ -65,6 +69,10 @@ pub fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .detail(format!("With idgen.worker_id = auto, each server leases one of the {} worker ids of layout {}. A lease that nobody renews is free once it ends, but one held by a fixed-id server under idgen.unverified_worker_id = issue: that server carries on without the registry, so its id is never given to another server until the registry's owner frees it.", registry::worker_ids(), settings::layout()))
             .hint("See the view idgen_registry.holders in the registry for who holds them; for a server that is gone for good, the registry's owner runs SELECT idgen_registry.free(worker_id). This server keeps asking, and issues ids as soon as one is free.")
             .raise(),
+        Refusal::OverQuota { holding, first_ends_ms, own_earlier_run: true, .. } => e
+            .detail(format!("Its registry role's leases are all this server's own, from an earlier run: {holding}. A run that crashed, or was stopped with pg_ctl -m immediate, could not give its lease back, and a restart is a new run; until that lease ends, its grace included, the role's quota (idgen_registry.quota) has no room for another. This server takes its id back then, above everything the earlier run issued."))
+            .hint(format!("Nothing is needed: this server keeps asking, and issues ids from {} on. If a copy of this server runs beside it (the same system identifier), that copy holds the lease, and this one should not issue. The registry's owner may free the id at once if the earlier run is known to be gone: SELECT idgen_registry.free(worker_id).", timestamp_of_unix_ms(*first_ends_ms)))
+            .raise(),
         Refusal::OverQuota { holding, first_ends_ms, .. } => {
             let ends = if *first_ends_ms == 0 {
                 "none of them ends by itself".to_string()
@@ -80,12 +88,16 @@ pub fn raise_refused(mode: Mode, view: &registry::View) -> ! {
             .hint("Restart this server: it claims a worker id again (with auto, a free one).")
             .raise(),
         Refusal::Lost { forgotten: true, .. } => e
-            .detail("The registry answered in a term other than the one it granted this server's lease in: it was promoted or restored from a copy that had not received the lease, this server could not re-assert it before the registry's hold-off ended, and the registry then gave the worker id to another server. Ids from here could repeat that server's.")
+            .detail("The registry answered in a term other than the one it granted this server's lease in: it was promoted, restored or started from a copy that had not recorded the lease, this server could not re-assert it before the registry's hold-off ended, and the registry then gave the worker id to another server. Ids from here could repeat that server's.")
             .hint("Restart this server: it claims a worker id again (with auto, a free one). To keep a registry failover from losing leases, replicate the registry synchronously (docs/registry.md).")
             .raise(),
-        Refusal::HoldingOff { until_ms } => e
-            .detail(format!("The registry began a new term (a promotion, or a restore onto a new timeline, or its owner's idgen_registry.hold_off()) and may have lost the last leases it granted: until {}, the longest lease and grace it allows, it grants none but to servers re-asserting their own, so that no id it lost goes to a second server.", timestamp_of_unix_ms(*until_ms)))
-            .hint("Nothing is needed: this server keeps asking, and issues ids once the registry grants its lease. The registry's owner sets the longest lease and grace in idgen_registry.clock.")
+        Refusal::HoldingOff { until_ms, cause } => e
+            .detail(format!("The registry began a new term ({}) and may have lost the last leases it granted: until {}, when every lease it may have granted in the history it lost has ended, it grants none but to servers re-asserting their own, so that no id it lost goes to a second server.", cause.what(), timestamp_of_unix_ms(*until_ms)))
+            .hint("Nothing is needed: this server keeps asking, and issues ids once the registry grants its lease. Where the registry's owner knows it lost nothing (a clean restart, a failover to a synchronous standby), the owner may end the hold-off: SELECT idgen_registry.end_hold_off() (docs/registry.md says when that is safe).")
+            .raise(),
+        Refusal::ClockAhead { ahead_ms, allowed_ms } => e
+            .detail(format!("This server reports its fence and horizon by its own clock, and the registry takes nothing further ahead of its clock than the clock skew it allows (idgen_registry.clock.max_clock_skew_ms, {allowed_ms} ms), so that no server can make the next holder of an id wait; this server's clock runs about {ahead_ms} ms ahead of the registry's, and no lease was granted."))
+            .hint("Fix the clocks: run NTP (chrony, systemd-timesyncd) on this server and on the registry's, and compare them (date on both). Only if the fleet's clocks really are that far apart should the registry's owner raise max_clock_skew_ms in idgen_registry.clock, with idgen.max_clock_skew to match.")
             .raise(),
         Refusal::WrongIdSpace { .. } => e
             .detail("A registry leases the worker ids of one id space, one layout under one epoch; ids of two layouts or two epochs can be equal whatever their worker ids, so it serves no server of another.")

@@ -3,7 +3,7 @@
 //! deadline, never a hang), and nothing of shared memory.
 
 use crate::pg::libpq::{self, Conn, Rows};
-use idgen_core::lease::{self, Answer, Grant, How, Reply};
+use idgen_core::lease::{self, Answer, Grant, Granted, How, Reply, TermCause};
 use std::ffi::{c_int, CStr, CString};
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ pub struct Claim<'a> {
 
 /// The columns of `idgen_registry.claim()`'s row that this idgen reads, each found by its name
 /// in the answer (a registry of another schema version is said so, not misread).
-const CLAIM_COLUMNS: [&CStr; 14] = [
+const CLAIM_COLUMNS: [&CStr; 19] = [
     c"outcome",
     c"worker_id",
     c"lease_ends_ms",
@@ -83,6 +83,11 @@ const CLAIM_COLUMNS: [&CStr; 14] = [
     c"registry_epoch_ms",
     c"registry_term",
     c"hold_off_until_ms",
+    c"granted_lease_ms",
+    c"granted_grace_ms",
+    c"term_cause",
+    c"clock_ahead_ms",
+    c"allowed_skew_ms",
 ];
 
 impl Registry {
@@ -158,7 +163,8 @@ impl Registry {
             .map_err(|f| failure_of(f, "release"))
     }
 
-    fn connect(&mut self, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
+    /// Opens the connection unless it is open (each claim and release does so first).
+    pub fn connect(&mut self, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
         // Defaults first, so that the connection string (expanded from dbname) can override
         // them; the timeouts bound what the registry side spends on one claim.
         let pairs = [
@@ -256,11 +262,16 @@ fn read_reply(rows: &Rows, max_worker: u64) -> Result<Reply, Failure> {
         Some("taken_over") => grant(How::TakenOver),
         Some("resumed") => grant(How::Resumed),
         Some("reasserted") => grant(How::Reasserted),
-        Some("over_quota") => Ok(Answer::OverQuota {
+        Some(over @ ("over_quota" | "earlier_run")) => Ok(Answer::OverQuota {
             held: number(c"role_leases") as u32,
             quota: number(c"role_quota") as u32,
             holding: other().unwrap_or_default(),
             first_ends_ms: number(c"other_lease_ends_ms"),
+            own_earlier_run: over == "earlier_run",
+        }),
+        Some("clock_ahead") => Ok(Answer::ClockAhead {
+            ahead_ms: number(c"clock_ahead_ms"),
+            allowed_ms: number(c"allowed_skew_ms"),
         }),
         Some("conflict") => Ok(Answer::Conflict {
             worker_id: worker()?,
@@ -274,13 +285,23 @@ fn read_reply(rows: &Rows, max_worker: u64) -> Result<Reply, Failure> {
         }),
         Some("holding_off") => Ok(Answer::HoldingOff {
             until_ms: number(c"hold_off_until_ms"),
+            cause: TermCause::parse(&text(c"term_cause").unwrap_or_default()),
         }),
         other => Err(Failure::plain(format!(
             "the registry's claim() answered {other:?}, which this idgen does not know"
         ))),
     }?;
+    // What the registry granted, where it says (not with an answer that grants nothing).
+    let granted = match (text(c"granted_lease_ms"), text(c"granted_grace_ms")) {
+        (Some(_), Some(_)) => Some(Granted {
+            lease_ms: number(c"granted_lease_ms"),
+            grace_ms: number(c"granted_grace_ms"),
+        }),
+        _ => None,
+    };
     Ok(Reply {
         answer,
         term: number(c"registry_term"),
+        granted,
     })
 }

@@ -386,8 +386,13 @@ fn idgen_lease_status() -> TableIterator<
         Standing::Refused(Refusal::Lost { worker_id, .. }) => ("lost", Some(*worker_id)),
         Standing::Refused(Refusal::HoldingOff { .. }) => ("holding off", None),
         Standing::Refused(Refusal::NeverVerified) => ("never verified", None),
+        Standing::Refused(Refusal::OverQuota {
+            own_earlier_run: true,
+            ..
+        }) => ("earlier run", None),
         Standing::Refused(Refusal::OverQuota { .. }) => ("over quota", None),
         Standing::Refused(Refusal::WrongIdSpace { .. }) => ("wrong id space", None),
+        Standing::Refused(Refusal::ClockAhead { .. }) => ("clock ahead", None),
     };
     let (id, source) = match mode {
         Some(Mode::Fixed(fixed)) => (Some(fixed), "setting"),
@@ -404,13 +409,21 @@ fn idgen_lease_status() -> TableIterator<
         ts(v.fence_ms),
         ts(v.last_renewal_ms),
         reachable.then_some(!v.failing),
-        (!v.text.is_empty()
-            && v.failing
-            && !matches!(
-                v.standing,
-                Standing::Refused(Refusal::Conflict { .. } | Refusal::OverQuota { .. })
-            ))
-        .then(|| v.text.clone()),
+        // The registry's or libpq's last error (in a conflict or over the quota the text names
+        // the other holders instead); else, refused, what the refusal says, as the errors do.
+        match &v.standing {
+            _ if v.failing
+                && !v.text.is_empty()
+                && !matches!(
+                    v.standing,
+                    Standing::Refused(Refusal::Conflict { .. } | Refusal::OverQuota { .. })
+                ) =>
+            {
+                Some(v.text.clone())
+            }
+            Standing::Refused(r) => Some(registry::refusal_text(r)),
+            _ => None,
+        },
     ))
 }
 

@@ -20,7 +20,11 @@
 //!   granted. Its term (its timeline, and when it began) comes with every answer; after a new
 //!   term it grants no new lease until every lease it may have lost has ended (the hold-off), and
 //!   a holder whose lease is live by its clock re-asserts it meanwhile by sending the term it holds
-//!   it under (`reassert_term`).
+//!   it under (`reassert_term`). A new term begins after anything that may have lost history: a new
+//!   timeline, a restore, and every start of the registry (`TermCause`).
+//! - **Granted bounds**: the registry grants at most the longest lease and grace it allows, and a
+//!   server fences at what was granted (`Granted`), so that lowering the bounds stops no server
+//!   and no server issues past what the registry keeps its id for.
 
 use crate::layout::MAX_WORKER_BITS;
 
@@ -58,13 +62,85 @@ impl Policy {
     }
 
     /// The fence a claim sent at `sent_ms` sets if it succeeds: no id from this millisecond
-    /// (this server's clock) unless a renewal succeeds first. None: not fenced.
-    pub fn fence_ms(&self, sent_ms: u64, lease_ms: u64) -> Option<u64> {
-        self.fenced().then(|| {
-            sent_ms
-                .saturating_add(lease_ms)
-                .saturating_add(self.grace_ms)
-        })
+    /// (this server's clock) unless a renewal succeeds first. None: not fenced. `granted`: the
+    /// lease and grace the registry granted, where it granted less than asked for.
+    pub fn fence_ms(&self, sent_ms: u64, lease_ms: u64, granted: Option<Granted>) -> Option<u64> {
+        let (lease_ms, grace_ms) = match granted {
+            Some(g) => (lease_ms.min(g.lease_ms), self.grace_ms.min(g.grace_ms)),
+            None => (lease_ms, self.grace_ms),
+        };
+        self.fenced()
+            .then(|| sent_ms.saturating_add(lease_ms).saturating_add(grace_ms))
+    }
+}
+
+/// The lease and grace a registry granted with an answer: those asked for, or less where they
+/// exceed the bounds its owner set (`idgen_registry.clock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted {
+    pub lease_ms: u64,
+    pub grace_ms: u64,
+}
+
+/// Why the registry's term began: what may have lost the leases it granted before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermCause {
+    /// The term it was installed in: it follows no other.
+    Installed,
+    /// A new timeline: a promotion, a point-in-time restore.
+    NewTimeline,
+    /// Its data is another's than at the last claim: a restore from a dump, a copy of another
+    /// cluster.
+    Restored,
+    /// Its server started since the last claim: a restart, or a start from an older copy of its
+    /// data directory, which cannot be told apart.
+    Started,
+    /// Its owner began one (`idgen_registry.hold_off()`).
+    HoldOff,
+}
+
+impl TermCause {
+    /// The registry's word for it (`claim()`'s `term_cause`); an unknown word counts as a start,
+    /// whose hold-off is as long as any.
+    pub fn parse(word: &str) -> Self {
+        match word {
+            "installed" => TermCause::Installed,
+            "new timeline" => TermCause::NewTimeline,
+            "restored" => TermCause::Restored,
+            "hold_off" => TermCause::HoldOff,
+            _ => TermCause::Started,
+        }
+    }
+
+    /// What happened to the registry, for a message: "it was …".
+    pub fn what(self) -> &'static str {
+        match self {
+            TermCause::Installed => "it was installed",
+            TermCause::NewTimeline => "it was promoted, or restored onto a new timeline",
+            TermCause::Restored => "it was restored from a dump or from a copy of another cluster",
+            TermCause::Started => {
+                "it was started (a restart cannot be told from a start from an older copy of its data directory)"
+            }
+            TermCause::HoldOff => "its owner began a new term (idgen_registry.hold_off())",
+        }
+    }
+
+    /// A number for shared memory, and back.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Self {
+        [
+            TermCause::Installed,
+            TermCause::NewTimeline,
+            TermCause::Restored,
+            TermCause::Started,
+            TermCause::HoldOff,
+        ]
+        .get(usize::from(code))
+        .copied()
+        .unwrap_or(TermCause::Started)
     }
 }
 
@@ -140,29 +216,42 @@ pub enum Answer {
     },
     /// The registry role this server connects as holds `held` leases (live, or unfenced and not
     /// freed), all its quota allows: `holding` names them, and the first fenced one ends at
-    /// `first_ends_ms` (the registry's clock; 0: none is fenced).
+    /// `first_ends_ms` (the registry's clock; 0: none is fenced). `own_earlier_run`: every one
+    /// is this server's own (its system identifier): the run before a crash that could not
+    /// release its lease, or a copy of this server running beside it.
     OverQuota {
         held: u32,
         quota: u32,
         holding: String,
         first_ends_ms: u64,
+        own_earlier_run: bool,
     },
-    /// The registry began a new term (it was promoted, or restored) and grants no new lease
-    /// until `until_ms` (its clock), while the holders it may have lost re-assert theirs.
-    HoldingOff { until_ms: u64 },
+    /// The registry began a new term (`cause`) and grants no new lease until `until_ms` (its
+    /// clock), while the holders it may have lost re-assert theirs.
+    HoldingOff { until_ms: u64, cause: TermCause },
+    /// What this server reported (its horizon, its fence) lies further ahead of the registry's
+    /// clock than `allowed_ms` (the skew the registry allows) admits: its clock runs about
+    /// `ahead_ms` ahead of the registry's. Nothing was granted.
+    ClockAhead { ahead_ms: u64, allowed_ms: u64 },
 }
 
-/// An answer and the registry's term when it gave it (its timeline, and when that began).
+/// An answer and the registry's term when it gave it (its timeline, and when that began), with
+/// the lease and grace it granted (None: those asked for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub answer: Answer,
     pub term: u64,
+    pub granted: Option<Granted>,
 }
 
 /// An answer of the registry's first term (tests, and callers that know no other).
 impl From<Answer> for Reply {
     fn from(answer: Answer) -> Self {
-        Reply { answer, term: 0 }
+        Reply {
+            answer,
+            term: 0,
+            granted: None,
+        }
     }
 }
 
@@ -242,20 +331,25 @@ pub enum Refusal {
     },
     /// No id is free.
     Exhausted,
-    /// This server's registry role holds all the leases its quota allows.
+    /// This server's registry role holds all the leases its quota allows (`own_earlier_run`:
+    /// all of them this server's own, from an earlier run).
     OverQuota {
         held: u32,
         quota: u32,
         holding: String,
         first_ends_ms: u64,
+        own_earlier_run: bool,
     },
     /// The lease of this run went to another holder (after it had ended): issuing on would
     /// repeat that holder's ids. Only a restart, which claims again, resumes. `forgotten`: the
     /// registry's term had changed since it granted the lease (a failover that lost it), rather
     /// than the lease ending unrenewed.
     Lost { worker_id: u16, forgotten: bool },
-    /// A new term of the registry: no new lease until `until_ms` (the registry's clock).
-    HoldingOff { until_ms: u64 },
+    /// A new term of the registry (`cause`): no new lease until `until_ms` (the registry's clock).
+    HoldingOff { until_ms: u64, cause: TermCause },
+    /// This server's clock runs about `ahead_ms` ahead of the registry's, more than the
+    /// `allowed_ms` the registry allows: nothing is granted until the clocks agree.
+    ClockAhead { ahead_ms: u64, allowed_ms: u64 },
     /// No claim of this run has succeeded, and policy is to wait for one (the message is the
     /// registry's or libpq's).
     NeverVerified,
@@ -271,7 +365,9 @@ pub enum Refusal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub standing: Standing,
-    /// Before ids open for the first time: resume strictly after this (Unix ms), 0: no floor.
+    /// Resume strictly after this (Unix ms), 0: no floor: before ids open for the first time,
+    /// or, for a run that was issuing and takes its own id back in a new term, before they open
+    /// again (the worker waits for its clock to pass it).
     pub resume_after_ms: u64,
 }
 
@@ -286,9 +382,15 @@ pub fn decide(
     skew_ms: u64,
 ) -> Decision {
     let policy = policy.into();
-    let Reply { answer, term } = reply.into();
+    let Reply {
+        answer,
+        term,
+        granted,
+    } = reply.into();
     let mode = policy.mode;
-    let fence_ms = policy.fence_ms(sent_ms, lease_ms).unwrap_or(u64::MAX);
+    let fence_ms = policy
+        .fence_ms(sent_ms, lease_ms, granted)
+        .unwrap_or(u64::MAX);
     let refuse = |r| Decision {
         standing: Standing::Refused(r),
         resume_after_ms: 0,
@@ -342,12 +444,16 @@ pub fn decide(
                 quota,
                 holding,
                 first_ends_ms,
+                own_earlier_run,
             } => refuse(Refusal::OverQuota {
                 held,
                 quota,
                 holding,
                 first_ends_ms,
+                own_earlier_run,
             }),
+            // Reported nothing the registry took: it neither confirms nor refutes the id.
+            Answer::ClockAhead { .. } => keep(),
             _ => refuse(Refusal::Lost {
                 worker_id: id,
                 forgotten: false,
@@ -373,11 +479,19 @@ pub fn decide(
     };
     match answer {
         Answer::Granted { how, grant, .. } => {
+            // This run's own id back as a new claim, its lease having ended before a new term of
+            // the registry began (a restart of the registry while this server was stopped at its
+            // fence): resumed above everything any holder may have issued under it since, in
+            // the history the registry kept or in one it lost (the hold-off's end, in its floor).
+            // The generator runs on, so the worker opens the permit only once this server's
+            // clock has passed that floor (`Decision::resume_after_ms`).
+            let own_again = how == How::Resumed && Some(grant.worker_id) == issued_under;
             if let Some(id) = issued_under {
-                if !matches!(how, How::Held | How::Reasserted) || grant.worker_id != id {
+                if !(matches!(how, How::Held | How::Reasserted) || own_again)
+                    || grant.worker_id != id
+                {
                     // Someone else held it in between: whatever they issued may overlap
-                    // with what this run issues next, and the floor cannot be raised under
-                    // running backends.
+                    // with what this run issues next.
                     return lost(id);
                 }
             }
@@ -387,7 +501,7 @@ pub fn decide(
                     fence_ms,
                     term,
                 },
-                resume_after_ms: if issued_under.is_some() {
+                resume_after_ms: if issued_under.is_some() && !own_again {
                     0
                 } else {
                     grant.resume_after_ms(skew_ms)
@@ -396,9 +510,21 @@ pub fn decide(
         }
         // A holder keeps its fence: it re-asserts while its lease is live, and is told the id
         // is gone once the hold-off has ended, if it is.
-        Answer::HoldingOff { until_ms } => match issued_under {
+        Answer::HoldingOff { until_ms, cause } => match issued_under {
             Some(_) => keep(),
-            None => refuse(Refusal::HoldingOff { until_ms }),
+            None => refuse(Refusal::HoldingOff { until_ms, cause }),
+        },
+        // The registry took nothing of this claim: a holder keeps its fence (and stops at it
+        // unless the clocks come to agree); a run holding nothing issues nothing.
+        Answer::ClockAhead {
+            ahead_ms,
+            allowed_ms,
+        } => match issued_under {
+            Some(_) => keep(),
+            None => refuse(Refusal::ClockAhead {
+                ahead_ms,
+                allowed_ms,
+            }),
         },
         Answer::Conflict {
             worker_id,
@@ -419,6 +545,7 @@ pub fn decide(
             quota,
             holding,
             first_ends_ms,
+            own_earlier_run,
         } => match issued_under {
             Some(id) => lost(id),
             None => refuse(Refusal::OverQuota {
@@ -426,6 +553,7 @@ pub fn decide(
                 quota,
                 holding,
                 first_ends_ms,
+                own_earlier_run,
             }),
         },
     }
@@ -634,13 +762,13 @@ mod tests {
                 term: 0,
             }
         );
-        assert_eq!(unconfirmed.fence_ms(1_000, 30_000), None);
+        assert_eq!(unconfirmed.fence_ms(1_000, 30_000, None), None);
         assert_eq!(
-            Policy::from(Mode::Fixed(7)).fence_ms(1_000, 30_000),
+            Policy::from(Mode::Fixed(7)).fence_ms(1_000, 30_000, None),
             Some(31_000)
         );
         assert_eq!(
-            Policy::from(Mode::Auto).fence_ms(1_000, 30_000),
+            Policy::from(Mode::Auto).fence_ms(1_000, 30_000, None),
             Some(31_000)
         );
         let auto_told_to_issue = Policy {
@@ -740,7 +868,7 @@ mod tests {
             issue_unconfirmed: false,
             grace_ms: 600_000,
         };
-        assert_eq!(policy.fence_ms(1_000, 30_000), Some(631_000));
+        assert_eq!(policy.fence_ms(1_000, 30_000, None), Some(631_000));
         let d = decide(
             policy,
             &Standing::Pending,
@@ -762,13 +890,20 @@ mod tests {
     #[test]
     fn a_registry_holding_off_refuses_a_new_run_and_keeps_a_holder_until_it_answers() {
         let off = Reply {
-            answer: Answer::HoldingOff { until_ms: 9_000 },
+            answer: Answer::HoldingOff {
+                until_ms: 9_000,
+                cause: TermCause::NewTimeline,
+            },
             term: 2,
+            granted: None,
         };
         let d = decide(Mode::Auto, &Standing::Pending, off.clone(), 100, 30, 5);
         assert_eq!(
             d.standing,
-            Standing::Refused(Refusal::HoldingOff { until_ms: 9_000 })
+            Standing::Refused(Refusal::HoldingOff {
+                until_ms: 9_000,
+                cause: TermCause::NewTimeline,
+            })
         );
         let holding = Standing::Holding {
             worker_id: 3,
@@ -792,6 +927,141 @@ mod tests {
     }
 
     #[test]
+    fn a_holder_fences_at_the_lease_and_grace_the_registry_granted_not_at_its_own() {
+        let policy = Policy {
+            mode: Mode::Auto,
+            issue_unconfirmed: false,
+            grace_ms: 40_000,
+        };
+        let reply = |granted| Reply {
+            answer: grant(3, How::Claimed, 0, 0),
+            term: 1,
+            granted,
+        };
+        let fence =
+            |granted| match decide(policy, &Standing::Pending, reply(granted), 1_000, 3_000, 5)
+                .standing
+            {
+                Standing::Holding { fence_ms, .. } => fence_ms,
+                other => panic!("{other:?}"),
+            };
+        // the registry lowered its bounds below this server's: its fence follows the grant
+        let lowered = Granted {
+            lease_ms: 3_000,
+            grace_ms: 15_000,
+        };
+        assert_eq!(fence(Some(lowered)), 1_000 + 3_000 + 15_000);
+        // granted in full, or said nothing of it: its own lease and grace
+        let full = Granted {
+            lease_ms: 3_000,
+            grace_ms: 40_000,
+        };
+        assert_eq!(fence(Some(full)), 44_000);
+        assert_eq!(fence(None), 44_000);
+        // a grant is never taken as more than asked for
+        let more = Granted {
+            lease_ms: 60_000,
+            grace_ms: 900_000,
+        };
+        assert_eq!(fence(Some(more)), 44_000);
+    }
+
+    #[test]
+    fn a_clock_ahead_of_the_registrys_refuses_a_new_run_and_leaves_a_holders_fence_as_it_was() {
+        let ahead = || Answer::ClockAhead {
+            ahead_ms: 5_000,
+            allowed_ms: 1_000,
+        };
+        assert_eq!(
+            decide(Mode::Auto, &Standing::Pending, ahead(), 100, 30, 5).standing,
+            Standing::Refused(Refusal::ClockAhead {
+                ahead_ms: 5_000,
+                allowed_ms: 1_000
+            })
+        );
+        let holding = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 500,
+            term: 1,
+        };
+        assert_eq!(
+            decide(Mode::Auto, &holding, ahead(), 100, 30, 5).standing,
+            holding
+        );
+    }
+
+    #[test]
+    fn a_term_cause_reads_back_from_the_registrys_word_and_from_shared_memory() {
+        for cause in [
+            TermCause::Installed,
+            TermCause::NewTimeline,
+            TermCause::Restored,
+            TermCause::Started,
+            TermCause::HoldOff,
+        ] {
+            assert_eq!(TermCause::from_code(cause.code()), cause);
+        }
+        assert_eq!(TermCause::parse("restored"), TermCause::Restored);
+        assert_eq!(TermCause::parse("new timeline"), TermCause::NewTimeline);
+        // a word this idgen does not know: a start, whose hold-off is as long as any
+        assert_eq!(TermCause::parse("meteor"), TermCause::Started);
+    }
+
+    #[test]
+    fn a_run_stopped_at_its_fence_takes_its_own_id_back_in_a_new_term_above_the_floor_and_no_other()
+    {
+        let stopped = Standing::Holding {
+            worker_id: 3,
+            fence_ms: 500,
+            term: 1,
+        };
+        let back = |id, how| Reply {
+            answer: Answer::Granted {
+                how,
+                previous: None,
+                grant: Grant {
+                    worker_id: id,
+                    lease_ends_ms: 9_000,
+                    last_horizon_ms: 400,
+                    predecessor_ends_ms: 7_000,
+                    predecessor_fence_ms: 0,
+                },
+            },
+            term: 2,
+            granted: None,
+        };
+        let d = decide(
+            Mode::Auto,
+            &stopped,
+            back(3, How::Resumed),
+            6_000,
+            3_000,
+            500,
+        );
+        assert_eq!(
+            d,
+            Decision {
+                standing: Standing::Holding {
+                    worker_id: 3,
+                    fence_ms: 9_000,
+                    term: 2
+                },
+                resume_after_ms: 7_500,
+            }
+        );
+        // another id, or its own taken over from another holder, is lost
+        for (id, how) in [(4, How::Resumed), (3, How::TakenOver), (3, How::Claimed)] {
+            assert_eq!(
+                decide(Mode::Auto, &stopped, back(id, how), 6_000, 3_000, 500).standing,
+                Standing::Refused(Refusal::Lost {
+                    worker_id: 3,
+                    forgotten: true
+                })
+            );
+        }
+    }
+
+    #[test]
     fn a_holder_re_asserts_its_lease_in_a_new_term_and_keeps_issuing_under_it() {
         let holding = Standing::Holding {
             worker_id: 3,
@@ -801,6 +1071,7 @@ mod tests {
         let reply = Reply {
             answer: grant(3, How::Reasserted, 0, 0),
             term: 2,
+            granted: None,
         };
         let d = decide(Mode::Auto, &holding, reply, 100, 30, 5);
         assert_eq!(
@@ -830,6 +1101,7 @@ mod tests {
                 other_lease_ends_ms: 99,
             },
             term,
+            granted: None,
         };
         assert_eq!(
             decide(Mode::Auto, &holding, taken(2), 100, 30, 5).standing,
@@ -982,12 +1254,14 @@ mod tests {
             quota: 1,
             holding: "a@h:1 (worker id 3)".into(),
             first_ends_ms: 9,
+            own_earlier_run: false,
         };
         let refused = Standing::Refused(Refusal::OverQuota {
             held: 1,
             quota: 1,
             holding: "a@h:1 (worker id 3)".into(),
             first_ends_ms: 9,
+            own_earlier_run: false,
         });
         for (mode, before) in [
             (Mode::Auto, Standing::Pending),

@@ -14,11 +14,13 @@
 //! - [`uuid7`]: the RFC 9562 v7 layout, its ordering word and the fork-safe random stream;
 //! - [`base62`]: alphabets, fixed widths and the keyed permutation;
 //! - [`key_file`]: how the base62 key file is opened and checked;
+//! - [`hosts`]: the hosts of a multi-host libpq connection string, one connect deadline each;
 //! - [`lease`]: what a worker-id registry's answer means for a server;
 //! - [`peers`]: a Citus node's check of its worker id against the other nodes', with no registry.
 
 pub mod base62;
 pub mod horizon;
+pub mod hosts;
 pub mod key_file;
 pub mod layout;
 pub mod lease;

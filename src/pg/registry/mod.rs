@@ -74,13 +74,28 @@ pub fn refusal_text(refusal: &Refusal) -> String {
             worker_id,
             forgotten: true,
         } => format!(
-            "the registry lost this server's lease of worker id {worker_id}: it was promoted or restored since it granted it, and the id is another server's now"
+            "the registry lost this server's lease of worker id {worker_id}: it began a new term since it granted it (a promotion, a restore or a start), and the id is another server's now"
         ),
-        Refusal::HoldingOff { until_ms } => format!(
-            "the registry grants no new lease until {}: it was promoted or restored, and may have lost leases it granted before",
-            clock::timestamptz_text(*until_ms)
+        Refusal::HoldingOff { until_ms, cause } => format!(
+            "the registry grants no new lease until {}: {}, and may have lost leases it granted before",
+            clock::timestamptz_text(*until_ms),
+            cause.what()
+        ),
+        Refusal::ClockAhead {
+            ahead_ms,
+            allowed_ms,
+        } => format!(
+            "this server's clock runs about {ahead_ms} ms ahead of the registry's, and the registry allows {allowed_ms} ms"
         ),
         Refusal::NeverVerified => "the registry has not confirmed this server's worker id".into(),
+        Refusal::OverQuota {
+            first_ends_ms,
+            own_earlier_run: true,
+            ..
+        } => format!(
+            "an earlier run of this server still holds its registry role's lease, until {}",
+            clock::timestamptz_text(*first_ends_ms)
+        ),
         Refusal::OverQuota { held, quota, .. } => format!(
             "this server's registry role holds {held} lease{} already, all its quota allows ({quota})",
             if *held == 1 { "" } else { "s" }

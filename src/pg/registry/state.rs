@@ -4,7 +4,7 @@
 //! through `publish()`; snowflake_next() reads `permit()` per id.
 
 use crate::pg::settings;
-use idgen_core::lease::{Mode, Refusal, Standing};
+use idgen_core::lease::{Mode, Refusal, Standing, TermCause};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -42,6 +42,13 @@ pub struct Info {
     /// the hold-off's end (the registry's clock).
     pub(super) term: u64,
     pub(super) hold_off_until_ms: u64,
+    /// Why the registry's term began (`TermCause::code`), holding off.
+    pub(super) term_cause: u8,
+    /// Over the role's quota with this server's own earlier run.
+    pub(super) own_earlier_run: bool,
+    /// A clock ahead of the registry's: by about how much, and what the registry allows.
+    pub(super) clock_ahead_ms: u64,
+    pub(super) allowed_skew_ms: u64,
     /// A lost lease: the registry's term had changed since it granted it.
     pub(super) forgotten: bool,
     /// Where this run's ids began, as the registry asked (Unix ms; 0: no floor): after what the
@@ -70,6 +77,10 @@ impl Default for Info {
             registry_epoch_ms: 0,
             term: 0,
             hold_off_until_ms: 0,
+            term_cause: 0,
+            own_earlier_run: false,
+            clock_ahead_ms: 0,
+            allowed_skew_ms: 0,
             forgotten: false,
             floor_ms: 0,
             floor_from_len: 0,
@@ -93,6 +104,7 @@ const NEVER_VERIFIED: u8 = 6;
 const OVER_QUOTA: u8 = 7;
 const WRONG_ID_SPACE: u8 = 8;
 const HOLDING_OFF: u8 = 9;
+const CLOCK_AHEAD: u8 = 10;
 
 impl Info {
     fn text(&self) -> String {
@@ -123,6 +135,11 @@ impl Info {
             }),
             HOLDING_OFF => Standing::Refused(Refusal::HoldingOff {
                 until_ms: self.hold_off_until_ms,
+                cause: TermCause::from_code(self.term_cause),
+            }),
+            CLOCK_AHEAD => Standing::Refused(Refusal::ClockAhead {
+                ahead_ms: self.clock_ahead_ms,
+                allowed_ms: self.allowed_skew_ms,
             }),
             NEVER_VERIFIED => Standing::Refused(Refusal::NeverVerified),
             OVER_QUOTA => Standing::Refused(Refusal::OverQuota {
@@ -130,6 +147,7 @@ impl Info {
                 quota: self.quota_max,
                 holding: self.text(),
                 first_ends_ms: self.other_lease_ends_ms,
+                own_earlier_run: self.own_earlier_run,
             }),
             WRONG_ID_SPACE => Standing::Refused(Refusal::WrongIdSpace {
                 registry_layout: self.text(),
@@ -259,6 +277,9 @@ pub struct View {
     pub last_renewal_ms: u64,
     pub failing: bool,
     pub text: String,
+    /// The registry took nothing of the last claim: this server's clock runs about this far
+    /// ahead of its own (0: not so).
+    pub clock_ahead_ms: u64,
 }
 
 fn info_view(info: &Info) -> View {
@@ -269,6 +290,7 @@ fn info_view(info: &Info) -> View {
         last_renewal_ms: info.last_renewal_ms,
         failing: info.failing,
         text: info.text(),
+        clock_ahead_ms: if info.failing { info.clock_ahead_ms } else { 0 },
     }
 }
 
@@ -291,6 +313,7 @@ pub(super) fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
             Refusal::Exhausted => (EXHAUSTED, 0, NOTHING),
             Refusal::Lost { worker_id, .. } => (LOST, *worker_id, NOTHING),
             Refusal::HoldingOff { .. } => (HOLDING_OFF, 0, NOTHING),
+            Refusal::ClockAhead { .. } => (CLOCK_AHEAD, 0, NOTHING),
             Refusal::NeverVerified => (NEVER_VERIFIED, 0, NOTHING),
             Refusal::OverQuota { .. } => (OVER_QUOTA, 0, NOTHING),
             Refusal::WrongIdSpace { .. } => (WRONG_ID_SPACE, 0, NOTHING),
@@ -320,8 +343,10 @@ pub(super) fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
         quota,
         holding,
         first_ends_ms,
+        own_earlier_run,
     }) = standing
     {
+        info.own_earlier_run = *own_earlier_run;
         info.quota_held = *held;
         info.quota_max = *quota;
         info.other_lease_ends_ms = *first_ends_ms;
@@ -330,7 +355,17 @@ pub(super) fn publish(standing: &Standing, details: impl FnOnce(&mut Info)) {
     match standing {
         Standing::Holding { term, .. } => info.term = *term,
         Standing::Refused(Refusal::Lost { forgotten, .. }) => info.forgotten = *forgotten,
-        Standing::Refused(Refusal::HoldingOff { until_ms }) => info.hold_off_until_ms = *until_ms,
+        Standing::Refused(Refusal::HoldingOff { until_ms, cause }) => {
+            info.hold_off_until_ms = *until_ms;
+            info.term_cause = cause.code();
+        }
+        Standing::Refused(Refusal::ClockAhead {
+            ahead_ms,
+            allowed_ms,
+        }) => {
+            info.clock_ahead_ms = *ahead_ms;
+            info.allowed_skew_ms = *allowed_ms;
+        }
         _ => {}
     }
     if code == HOLDING {

@@ -38,6 +38,8 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
     let mut registry = Registry::new(&conninfo, "idgen lease worker");
     let mut standing = INFO.share().standing();
     let stop = stopping;
+    // The lease and grace the registry last granted, where less than asked for (said once).
+    let mut granted_less = None;
     loop {
         if stop() {
             exit_for_restart();
@@ -50,6 +52,9 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             }
             continue;
         }
+        // Connected first: the fence counts from the claim's send, after however long the
+        // connection took (a black-holed first host costs its connect_timeout).
+        let connected = registry.connect(&stop);
         let horizon_ms = shared::snowflake_state()
             .stats(&settings::time_base())
             .horizon_unix_ms;
@@ -65,14 +70,14 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
             },
             lease_ms,
             horizon_ms,
-            fence_ms: policy.fence_ms(sent_ms, lease_ms),
+            fence_ms: policy.fence_ms(sent_ms, lease_ms, None),
             layout: &layout,
             epoch_ms: base.epoch_unix_ms,
             max_worker: base.layout.max_worker(),
             grace_ms: policy.grace_ms,
             term: lease::reassert_term(&standing, sent_ms, skew_ms),
         };
-        let wait_ms = match registry.claim(&claim, &stop) {
+        let wait_ms = match connected.and_then(|()| registry.claim(&claim, &stop)) {
             Ok(reply) => {
                 let answer = &reply.answer;
                 let lease_ends_ms = match answer {
@@ -97,13 +102,51 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                         ..
                     }
                 );
+                let granted = reply.granted;
+                let clock_ahead = match answer {
+                    lease::Answer::ClockAhead {
+                        ahead_ms,
+                        allowed_ms,
+                    } => Some(Refusal::ClockAhead {
+                        ahead_ms: *ahead_ms,
+                        allowed_ms: *allowed_ms,
+                    }),
+                    _ => None,
+                };
                 let decision = lease::decide(policy, &standing, reply, sent_ms, lease_ms, skew_ms);
+                let less =
+                    granted.filter(|g| g.lease_ms < lease_ms || g.grace_ms < policy.grace_ms);
+                if less != granted_less && matches!(decision.standing, Standing::Holding { .. }) {
+                    if let Some(g) = less {
+                        log!(
+                            "idgen: the registry grants a lease of {} ms and a grace of {} ms, less than idgen.lease ({lease_ms} ms) and idgen.lease_grace ({} ms) ask for (its owner's bounds in idgen_registry.clock, or a raise of them not yet in effect): ids stop at the lease and grace granted",
+                            g.lease_ms, g.grace_ms, policy.grace_ms
+                        );
+                    }
+                    granted_less = less;
+                }
                 if reasserted {
                     if let Standing::Holding { worker_id, .. } = decision.standing {
                         log!("idgen: re-asserted the lease of worker id {worker_id} in the registry's new term (it was promoted or restored since it granted it)");
                     }
                 }
                 let opening = !matches!(standing, Standing::Holding { .. });
+                if let Standing::Holding { worker_id, .. } = decision.standing {
+                    if !opening && decision.resume_after_ms > 0 {
+                        // Its own id back after its lease ended across a new term: the generator
+                        // runs on, so ids open again only once this clock has passed what any
+                        // holder may have issued meanwhile (the permit stays closed till then).
+                        log!(
+                            "idgen: took worker id {worker_id} back in the registry's new term; ids resume after {} (Unix ms)",
+                            decision.resume_after_ms
+                        );
+                        while clock::now_unix_ms() <= decision.resume_after_ms {
+                            if !wait(Duration::from_millis(10)) {
+                                exit_for_restart();
+                            }
+                        }
+                    }
+                }
                 if let Standing::Holding { worker_id, .. } = decision.standing {
                     if opening && decision.resume_after_ms > 0 {
                         // No id of this run was issued under this worker id (the permit was
@@ -132,20 +175,34 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                         warning!("idgen: {}", refusal_text(refusal));
                     }
                 }
+                // A holder whose clock runs ahead keeps its fence, renewing nothing: said at each
+                // answer, as a failed renewal is, with the cause.
+                let ahead = clock_ahead.as_ref().map(refusal_text);
+                if let (Some(text), Standing::Holding { .. }) = (&ahead, &decision.standing) {
+                    warning!("idgen: the registry renews nothing while {text}: fix the clocks (NTP); ids stop at the lease's end unless a renewal succeeds first");
+                }
                 standing = decision.standing;
                 publish(&standing, |info| {
-                    info.failing = false;
+                    info.failing = ahead.is_some();
+                    info.clock_ahead_ms = match &clock_ahead {
+                        Some(Refusal::ClockAhead { ahead_ms, .. }) => *ahead_ms,
+                        _ => 0,
+                    };
                     if lease_ends_ms > 0 {
                         info.lease_ends_ms = lease_ends_ms;
                         info.last_renewal_ms = sent_ms;
                     }
                     info.other_lease_ends_ms = conflict_end;
                     if conflict_end == 0 {
-                        info.set_text("");
+                        info.set_text(ahead.as_deref().unwrap_or(""));
                     }
                 });
                 match standing {
-                    Standing::Holding { .. } => lease::renewal_interval_ms(lease_ms),
+                    Standing::Holding { .. } if clock_ahead.is_none() => {
+                        lease::renewal_interval_ms(
+                            granted.map_or(lease_ms, |g| g.lease_ms.min(lease_ms)),
+                        )
+                    }
                     _ => lease::retry_interval_ms(lease_ms),
                 }
             }
