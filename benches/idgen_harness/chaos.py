@@ -996,7 +996,9 @@ class Run:
             locks = sorted((w2, w4, old, new), key=lambda s: s.name)
             for s in locks:
                 s.lock.acquire()
-            if self.space["w2"]["epoch"] == EPOCH_MS:
+            # and the registry's roles as they were read: another registry fault may have swapped
+            # them while this one waited for the locks
+            if self.space["w2"]["epoch"] == EPOCH_MS and self.registry_roles["primary"] == old.name:
                 break
             for s in reversed(locks):
                 s.lock.release()

@@ -35,11 +35,13 @@
 -- fence and horizon any earlier holder reported, and the latest end of their leases plus its
 -- own idgen.max_clock_skew (see docs/registry.md).
 --
--- A registry that was promoted, or restored onto a new timeline, may have lost the last claims it
--- granted (an asynchronous standby that had not received them): its timeline is its term, and
--- for the longest lease and grace it allows after a new term begins it grants no new lease, while
--- the holders it lost re-assert theirs (the hold-off), and every lease it grants later resumes
--- above that time (docs/registry.md).
+-- A registry that was promoted, restored (from a dump, from an older copy of its data directory)
+-- or merely started again may have lost the last claims it granted: a claim that finds a new
+-- timeline, another data identity or another postmaster start begins a new term, and until every
+-- lease it may have granted in the history it lost has ended (its bounds plus the time since its
+-- state is known) it grants no new lease, while the holders it lost re-assert theirs (the
+-- hold-off); every lease it grants later resumes above that time. Its owner may end a hold-off
+-- where nothing was lost: idgen_registry.end_hold_off() (docs/registry.md).
 --
 -- A lease is one run's: the holder's system identifier (shared by a primary, its standbys and
 -- every copy of it) and the run its postmaster drew at start, so that two copies of a server
