@@ -1084,7 +1084,7 @@ class Run:
             old.lock.release()
             new.lock.release()
         if not issued:
-            raise RuntimeError(f"w4 issued nothing within the hold-off and 30 s more ({said})")
+            raise RuntimeError(f"w4 issued nothing within the hold-off and 45 s more ({said})")
         how = "promoted" if promote else "started from an older copy (its standby's data directory)"
         return (f"registry: {old.name} -> {new.name}, {how}, which missed w2's claim of worker id {lost}; w2 cut "
                 f"off for {f.amount} s after w4 started; w4 issued with worker id {got} {took:.1f} s after it "

@@ -177,8 +177,8 @@ MUTANTS = [
         "registry-term-unseen",
         "a registry failover to a standby that missed the last claims hands no held id out again",
         "sql/registry/idgen_registry.sql",
-        "    IF new_cause IS NOT NULL THEN\n        PERFORM idgen_registry._begin_term(now_ms, new_cause);",
-        "    IF false THEN\n        PERFORM idgen_registry._begin_term(now_ms, new_cause);",
+        "    IF new_cause IS NOT NULL THEN\n        -- One claim begins the term",
+        "    IF false THEN\n        -- One claim begins the term",
         ("pg_test/test_registry.py::"
          "test_a_registry_failover_to_a_standby_that_missed_the_last_claims_stops_no_writer_and_makes_no_id_twice",
          "pg_test/test_chaos.py::test_a_short_schedule_with_a_fixed_seed_hands_out_no_id_twice"),

@@ -98,7 +98,7 @@ GRANT SELECT ON TABLE idgen_registry.id_space TO idgen_fleet;
 -- 15 min later): the lease and grace the registry grants can then grow by at most a millisecond a
 -- millisecond, which is what lets a registry that lost its latest history (a failover to a standby
 -- that missed it, a restore, a start from an older copy) bound every lease it may have granted in
--- it (the hold-off, below). A trigger keeps that, however the row is changed:
+-- it (the hold-off, below). A trigger keeps that, however the row is updated:
 --   UPDATE idgen_registry.clock SET max_lease_ms = 30000, max_grace_ms = 600000;
 CREATE TABLE idgen_registry.clock (
     one               boolean PRIMARY KEY DEFAULT true CHECK (one),
@@ -140,6 +140,7 @@ DECLARE
     grantable bigint := idgen_registry._grantable_ms(OLD, now_ms);
     wanted bigint := NEW.max_lease_ms::bigint + NEW.max_grace_ms;
 BEGIN
+    PERFORM idgen_registry._term(now_ms);  -- as release() does
     NEW.keep_before_raise_ms := OLD.keep_before_raise_ms;
     NEW.raise_takes_effect_ms := OLD.raise_takes_effect_ms;
     IF (NEW.max_lease_ms, NEW.max_grace_ms) IS DISTINCT FROM (OLD.max_lease_ms, OLD.max_grace_ms) THEN
@@ -227,15 +228,12 @@ BEGIN
     SELECT * INTO c FROM idgen_registry.clock;
     known_ms := GREATEST(c.changed_ms,
         (SELECT pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.max(GREATEST(l.renewed_at, l.claimed_at))) * 1000)::bigint
-           FROM idgen_registry.lease AS l),
-        (SELECT s.last_value & ((1::bigint << 42) - 1) FROM idgen_registry.term AS s));
+           FROM idgen_registry.lease AS l));
     until_ms := now_ms + LEAST(c.max_lease_ms::bigint + c.max_grace_ms + GREATEST(now_ms - known_ms, 0),
                                3600000 + 86400000) + c.max_clock_skew_ms;
     -- Never before the hold-off of the term this one follows: a restart soon after a promotion
     -- knows no more of what the promotion lost than the promotion did.
     until_ms := GREATEST(until_ms, (SELECT s.last_value FROM idgen_registry.hold_off_until AS s));
-    -- The word first: a claim that finds it new but the rest not yet recorded begins the term
-    -- again, a moment later, which only lengthens the hold-off.
     PERFORM pg_catalog.setval('idgen_registry.term', (here.timeline << 42) | now_ms);
     PERFORM pg_catalog.setval('idgen_registry.hold_off_until', until_ms);
     PERFORM pg_catalog.setval('idgen_registry.term_cause', cause);
@@ -265,8 +263,19 @@ BEGIN
         WHEN (SELECT s.last_value FROM idgen_registry.incarnation AS s) <> here.incarnation THEN 2
         WHEN (SELECT s.last_value FROM idgen_registry.started AS s) <> here.started_ms THEN 3 END;
     IF new_cause IS NOT NULL THEN
-        PERFORM idgen_registry._begin_term(now_ms, new_cause);
+        -- One claim begins the term: the others wait for it (the id_space row, which no member
+        -- can lock) and then find it begun. Two beginning it at once could leave the shorter
+        -- hold-off, computed from the other's writes.
+        PERFORM FROM idgen_registry.id_space FOR UPDATE;
         word := (SELECT s.last_value FROM idgen_registry.term AS s);
+        new_cause := CASE
+            WHEN word >> 42 <> here.timeline THEN 1
+            WHEN (SELECT s.last_value FROM idgen_registry.incarnation AS s) <> here.incarnation THEN 2
+            WHEN (SELECT s.last_value FROM idgen_registry.started AS s) <> here.started_ms THEN 3 END;
+        IF new_cause IS NOT NULL THEN
+            PERFORM idgen_registry._begin_term(now_ms, new_cause);
+            word := (SELECT s.last_value FROM idgen_registry.term AS s);
+        END IF;
     END IF;
     began_ms := word & ((1::bigint << 42) - 1);
     hold_off_until_ms := CASE WHEN began_ms = 0 THEN 0
@@ -564,6 +573,9 @@ BEGIN
             ahead;
         RETURN;
     END IF;
+    -- The fence recorded is no further ahead than what was granted (and the skew): a claimant
+    -- asking for more than the bounds makes the next holder of its id wait no longer for it.
+    p_fence_ms := CASE WHEN p_fence_ms IS NOT NULL THEN LEAST(p_fence_ms, now_ms + keep_ms + ahead) END;
     -- An automatic id is always fenced: an unfenced lease is kept from every other server until
     -- the owner frees it, which is for a fixed id that its server issues on without the registry.
     IF p_worker_id IS NULL AND p_fence_ms IS NULL THEN
@@ -739,6 +751,9 @@ DECLARE
     id integer;
     ahead integer := (SELECT c.max_clock_skew_ms FROM idgen_registry.clock AS c);
 BEGIN
+    -- A start or restore since the last claim begins its term first: this write must not make
+    -- the registry's state look newer than the history it may have lost.
+    PERFORM idgen_registry._term(now_ms);
     IF coalesce(p_last_ms, 0) > now_ms + ahead + 1000 THEN
         RAISE EXCEPTION 'last millisecond % lies further ahead of the registry''s clock (%) than this server''s could be',
             p_last_ms, now_ms
@@ -780,6 +795,7 @@ DECLARE
     now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
     freed text;
 BEGIN
+    PERFORM idgen_registry._term(now_ms);  -- as release() does
     SELECT l.holder_name || ' (system identifier ' || l.holder || ', registry role ' || l.holder_role || ')'
       INTO freed FROM idgen_registry.lease AS l WHERE l.worker_id = p_worker_id AND l.holder IS NOT NULL FOR UPDATE;
     UPDATE idgen_registry.lease AS l

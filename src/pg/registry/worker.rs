@@ -133,9 +133,11 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
                 let opening = !matches!(standing, Standing::Holding { .. });
                 if let Standing::Holding { worker_id, .. } = decision.standing {
                     if !opening && decision.resume_after_ms > 0 {
-                        // Its own id back after its lease ended across a new term: the generator
-                        // runs on, so ids open again only once this clock has passed what any
-                        // holder may have issued meanwhile (the permit stays closed till then).
+                        // Its own id back after its lease ended across a new term: the generator's
+                        // word rises above what any holder may have issued meanwhile (a
+                        // compare-and-swap, safe under running backends), and ids open again only
+                        // once this clock has passed it too (the permit stays closed till then).
+                        shared::snowflake_state().resume_after(&base, decision.resume_after_ms);
                         log!(
                             "idgen: took worker id {worker_id} back in the registry's new term; ids resume after {} (Unix ms)",
                             decision.resume_after_ms
