@@ -15,6 +15,9 @@ How a page marks its blocks (an HTML comment on the line before the fence, invis
   portable edition (sql/portable/idgen_portable.sql) and no extension;
 - `<!-- example: server=keyed -->`: run on a second server that has the base62 key file the
   page's shell block makes (mode 0600, named by idgen.base62_key_file);
+- `<!-- example: server=fleet -->`: run on a server of a fleet with a registry: its idgen.registry
+  names the database `fleet_registry` of the same server, which `db=fleet_registry` runs in (the
+  registry's schema installed, under that very name, as the server's setting has it);
 - `<!-- example: server=pg_tle db=pg_tle -->`: run on a server with idgen and pg_tle preloaded,
   in a database of its own with a role app (`db=keys` too; the page's own blocks create pg_tle
   and store the edition); on the versions pg_tle is built for (15 and 18) only;
@@ -47,6 +50,7 @@ DATABASES = {  # db= name: the scripts (and their psql variables) run before its
     "script": [(lambda: APP_ROLE + "DO $$ BEGIN CREATE ROLE writer; EXCEPTION WHEN duplicate_object THEN NULL;"
                 " END $$;\n", {})],
     "keys": [(lambda: APP_ROLE, {})],
+    "fleet_registry": [(os.path.join(ROOT, "sql", "registry", "idgen_registry.sql"), {})],
     "pg_tle": [(lambda: APP_ROLE, {})],
 }
 # The pages whose every block runs: a block that cannot is marked, or the page is wrong.
@@ -63,7 +67,7 @@ class Block:
                 self.fails = word
             elif word.startswith("db="):
                 self.db = word[3:]
-            elif word in ("server=keyed", "server=preloaded", "server=pg_tle"):
+            elif word in ("server=keyed", "server=preloaded", "server=pg_tle", "server=fleet"):
                 self.server = word[7:]
             elif re.fullmatch(r"min=1[5-9]", word):
                 self.min_major = int(word[4:])
@@ -183,6 +187,21 @@ def keyed(module_factory):
     return c
 
 
+@pytest.fixture(scope="module")
+def fleet(module_factory):
+    """A server whose idgen.registry is the database fleet_registry on itself, as role srv: the
+    page's own blocks install nothing there but what they show (the schema is the database's)."""
+    c = module_factory("fleet", start=False)
+    c.append_conf(f"idgen.registry = 'host=127.0.0.1 port={c.port} dbname=fleet_registry user=srv'")
+    c.start()
+    c.q("CREATE ROLE idgen_fleet NOLOGIN", "CREATE ROLE srv LOGIN IN ROLE idgen_fleet")
+    return c
+
+
+# Databases a server's settings name: made under their own name, not the page's.
+FIXED_NAMES = {"fleet_registry"}
+
+
 def runs(b):
     """Whether a block is run: SQL, or a shell block with a mark."""
     return b.lang == "sql" or (b.lang == "sh" and b.marked)
@@ -211,7 +230,7 @@ def test_every_sql_example_of_the_page_runs_as_shown(request, pg_major, doc, rea
     wrong = []
     for b in examples:
         server = request.getfixturevalue(b.server)
-        db = f"docs_{slug}_{b.db}"
+        db = b.db if b.db in FIXED_NAMES else f"docs_{slug}_{b.db}"
         if (server, db) not in made:
             server.q(f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
             for script, variables in DATABASES[b.db]:

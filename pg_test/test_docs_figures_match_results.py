@@ -91,3 +91,25 @@ def test_citus_pages_study_table_is_what_15s_run_measured():
         assert [splits, density, size, late, lag] == [r[6], r[7].split(",")[0], f"{r[8]} KB", r[9], r[10]], (run, r)
         seen.add(run)
     assert seen == {k for k in results if k[3] in ("1", "1 per worker")}
+
+
+def test_the_short_code_figures_of_base62_md_are_what_15s_run_measured():
+    """docs/base62.md's table of short-code makers and its block figures are the ones
+    benches/results/pg15/short_codes.md holds."""
+    text = read("benches", "results", "pg15", "short_codes.md")
+    page = read("docs", "base62.md")
+    rows = {cells[0]: cells for cells in table_rows(text) if cells[0].startswith("`")}
+    shown = {cells[0]: cells[1] for cells in table_rows(page) if cells[0].startswith("`short_code_next()`")
+             or cells[0].startswith("`worker_code_next()`")}
+    names = {
+        "`short_code_next()`, blocks of 1,000": "`short_code_next(), blocks of 1,000`",
+        "`short_code_next()`, blocks of 100,000": "`short_code_next(), blocks of 100,000`",
+        "`worker_code_next()`, blocks of 1,000 (a WAL flush a block)": "`worker_code_next(), blocks of 1,000`",
+    }
+    assert set(shown) == set(names)
+    for on_page, in_results in names.items():
+        assert shown[on_page] == rows[in_results][-1], on_page
+    calls, ms = re.search(r"blocks of 1,000: ([\d,]+) calls, ([\d.]+) ms each", text).groups()
+    assert f"took {ms} ms on average" in page and f"({calls} calls for" in page
+    median = re.search(r"median / p99 of \d+: ([\d.]+) /", text).group(1)
+    assert f"`take_block()` {median} ms (median)" in page

@@ -250,3 +250,34 @@ STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;
+
+-- Short codes across a fleet: blocks of a registry counter (idgen.registry), and codes that
+-- carry the worker id for fleets without a registry; both VOLATILE PARALLEL UNSAFE, as nextval().
+CREATE FUNCTION short_code_next(counter text) RETURNS text
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idgen_short_code_next';
+COMMENT ON FUNCTION short_code_next(text) IS
+  'The next code of a counter of the worker-id registry (idgen.registry), from blocks the registry grants this server once each: distinct across the fleet, of the width the counter was created with.';
+
+CREATE FUNCTION worker_code_next(counter regclass, width integer DEFAULT 7) RETURNS text
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'worker_code_next_wrapper';
+
+-- The counters this server issues short codes of; for superusers and pg_monitor members, as
+-- idgen_stats().
+CREATE FUNCTION idgen_short_code_status() RETURNS TABLE (
+	counter TEXT,
+	width INT,
+	in_hand bigint,
+	issued bigint,
+	blocks_taken bigint,
+	last_block_ms double precision,
+	mean_block_ms double precision,
+	failing bool,
+	last_error TEXT
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idgen_short_code_status_wrapper';

@@ -24,6 +24,7 @@ pub extern "C-unwind" fn _PG_init() {
     if preloading {
         pg::shared::init();
         pg::horizon_store::init();
+        pg::short_codes::init();
         pg::registry::init();
         pg::citus_peers::init();
     }

@@ -323,6 +323,50 @@ MUTANTS = [
         "    EXIT WHEN NOT refused;",
         ("pg_test/test_portable.py::test_many_writers_clock_steps_and_a_burst_past_the_cap_never_repeat_an_id",),
     ),
+    Mutant(
+        "block-granted-twice",
+        "the registry grants each block of a counter once: two servers never write the same code",
+        "sql/registry/idgen_registry.sql",
+        "        idx := pg_catalog.nextval(idgen_registry._counter_seq(k.name));",
+        "        idx := n;",
+        ("pg_test/test_short_codes.py::"
+         "test_two_servers_with_a_registry_write_distinct_codes_where_their_sequences_both_write_000001",),
+    ),
+    Mutant(
+        "block-rest-reissued-after-a-crash",
+        "a server that crashed never issues the rest of its block again",
+        "sql/registry/idgen_registry.sql",
+        "        idx := pg_catalog.nextval(idgen_registry._counter_seq(k.name));",
+        "        idx := CASE WHEN p_counter = 'links' AND n > 0 AND first_idx IS NULL THEN n - 1\n"
+        "                    ELSE pg_catalog.nextval(idgen_registry._counter_seq(k.name)) END;",
+        ("pg_test/test_short_codes.py::test_a_crashed_server_never_reissues_the_rest_of_its_block",),
+    ),
+    Mutant(
+        "no-counter-jump-at-a-new-term",
+        "a registry that lost the blocks it granted (a failover, a restore) never grants them again",
+        "sql/registry/idgen_registry.sql",
+        "    PERFORM idgen_registry._counters_jump(now_ms + c.max_clock_skew_ms);\n",
+        "",
+        ("pg_test/test_short_codes.py::test_a_registry_that_lost_the_blocks_it_granted_never_grants_them_again",),
+    ),
+    Mutant(
+        "worker-code-block-not-flushed",
+        "a worker code handed out is never handed out again after a crash, its transaction committed or not",
+        "src/pg/worker_codes.rs",
+        "    if let Err(e) = horizon_store::flush_wal() {",
+        "    if let Err(e) = Ok::<(), std::io::Error>(()) {",
+        ("pg_test/test_short_codes.py::test_a_crashed_server_never_reissues_a_worker_code_it_handed_out_"
+         "in_a_transaction_that_never_committed",),
+    ),
+    Mutant(
+        "worker-code-without-the-worker-id",
+        "two servers without a registry never write the same worker code",
+        "src/core/src/short_code.rs",
+        "    Some(counter * workers + worker_id)",
+        "    Some(counter * workers)",
+        ("pg_test/test_short_codes.py::"
+         "test_two_servers_without_a_registry_write_distinct_codes_that_carry_their_worker_ids",),
+    ),
 ]
 
 

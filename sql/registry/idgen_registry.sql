@@ -234,6 +234,8 @@ BEGIN
     -- Never before the hold-off of the term this one follows: a restart soon after a promotion
     -- knows no more of what the promotion lost than the promotion did.
     until_ms := GREATEST(until_ms, (SELECT s.last_value FROM idgen_registry.hold_off_until AS s));
+    -- Every counter first: past every block the history lost may have granted.
+    PERFORM idgen_registry._counters_jump(now_ms + c.max_clock_skew_ms);
     PERFORM pg_catalog.setval('idgen_registry.term', (here.timeline << 42) | now_ms);
     PERFORM pg_catalog.setval('idgen_registry.hold_off_until', until_ms);
     PERFORM pg_catalog.setval('idgen_registry.term_cause', cause);
@@ -277,6 +279,8 @@ BEGIN
             word := (SELECT s.last_value FROM idgen_registry.term AS s);
         END IF;
     END IF;
+    -- Each answer keeps the counters' anchors fresh (a restore then skips less).
+    PERFORM idgen_registry._counters_reanchor(now_ms, NULL);
     began_ms := word & ((1::bigint << 42) - 1);
     hold_off_until_ms := CASE WHEN began_ms = 0 THEN 0
         ELSE (SELECT s.last_value FROM idgen_registry.hold_off_until AS s) END;
@@ -902,6 +906,305 @@ SELECT l.worker_id,
  WHERE l.holder IS NOT NULL;
 REVOKE ALL ON TABLE idgen_registry.holders FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry.holders TO idgen_fleet;
+
+-- ---- Counters of short codes ------------------------------------------------------------------
+--
+-- A counter hands the fleet's servers blocks of consecutive numbers (block_size each, 1,000 by
+-- default: the article's INCRBY 1000), which each server issues as short codes of the counter's
+-- width from shared memory, taking the next block in the background before its block runs out
+-- (short_code_next(), docs/base62.md). A block is granted once: its index comes from a sequence
+-- (nextval, which no transaction undoes and no member can hold up).
+--
+-- A registry that lost its latest history (a failover to a standby that missed it, a restore, a
+-- start from an older copy) may have granted blocks it no longer knows of, and the codes made from
+-- them are in the fleet's tables for good: unlike a lease, a block does not end. So grants are
+-- paced: a counter grants block indexes below its line, L(t) = anchor_block + floor((t -
+-- anchor_ms) / block_ms), plus a burst of ceil(burst_ms / block_ms) blocks, plus at most 16 more
+-- for takes that raced (a take past that is refused and its index skipped). Every index ever
+-- granted lies below L(t) + K then (K: the burst plus 16), on any line the counter recorded
+-- before, since an anchor only moves onto or below the line it replaces. A new term (the same
+-- moments that begin one for leases, _begin_term()) sets each counter's next index to L(now +
+-- the clock skew) + K from the line its state holds: above every block the lost history may have
+-- granted, whenever it was lost, with no hold-off and no operator step. The line stays the same
+-- across the jump (anchored at now + skew), so terms that follow each other skip no more than one
+-- would; grants pause until the line reaches the new index (16 blocks and the skew: about 1.2 s
+-- with the defaults). An idle counter's line is moved down to its next index at each answer the
+-- registry gives (a claim, a renewal, a block), so that a restore skips about the rate times the
+-- time since then: docs/base62.md has the figures.
+--
+-- A counter's shape (its width, its block size, its pace) is fixed for its life: codes of two
+-- widths do not sort together, and a raised pace would let a lost history grant more than the
+-- state it left says. Create another counter instead. The owner creates one with
+--   SELECT idgen_registry.create_counter('links', 6);
+CREATE TABLE idgen_registry.counter (
+    name         text PRIMARY KEY CHECK (name ~ '^[a-z][a-z0-9_]{0,39}$'),
+    -- Codes of exactly this many base62 digits: numbers 0 to 62^width - 1 (11: every bigint).
+    width        integer NOT NULL CHECK (width BETWEEN 1 AND 11),
+    block_size   integer NOT NULL CHECK (block_size BETWEEN 1 AND 10000000),
+    -- The pace: a block every block_ms on average (a fraction of a millisecond for a fast
+    -- counter), and bursts of up to burst_ms worth.
+    block_ms     numeric NOT NULL CHECK (block_ms BETWEEN 0.001 AND 3600000),
+    burst_ms     integer NOT NULL CHECK (burst_ms BETWEEN 0 AND 3600000),
+    -- The line's anchor: block index anchor_block at anchor_ms (Unix ms, the registry's clock;
+    -- in the future just after a new term).
+    anchor_block bigint NOT NULL,
+    anchor_ms    bigint NOT NULL,
+    -- Numbers skipped by new terms (the blocks a lost history may have granted), for people.
+    skipped      numeric NOT NULL DEFAULT 0,
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+REVOKE ALL ON TABLE idgen_registry.counter FROM PUBLIC;
+
+CREATE FUNCTION idgen_registry._counter_fixed()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fixed$
+BEGIN
+    IF (NEW.name, NEW.width, NEW.block_size, NEW.block_ms, NEW.burst_ms)
+       IS DISTINCT FROM (OLD.name, OLD.width, OLD.block_size, OLD.block_ms, OLD.burst_ms) THEN
+        RAISE EXCEPTION 'counter %''s name, width, block size and pace are fixed for its life', OLD.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Create another counter (idgen_registry.create_counter()) and move the servers to it: codes of two widths do not sort together, and a faster pace would let a registry that lost its latest history hand out blocks twice.';
+    END IF;
+    RETURN NEW;
+END
+$fixed$;
+REVOKE ALL ON FUNCTION idgen_registry._counter_fixed() FROM PUBLIC;
+CREATE TRIGGER counter_fixed BEFORE UPDATE ON idgen_registry.counter
+    FOR EACH ROW EXECUTE FUNCTION idgen_registry._counter_fixed();
+
+-- The sequence of counter name's block indexes.
+CREATE FUNCTION idgen_registry._counter_seq(name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $seq$
+    SELECT pg_catalog.format('idgen_registry.%I', 'counter_' || name)
+$seq$;
+REVOKE ALL ON FUNCTION idgen_registry._counter_seq(text) FROM PUBLIC;
+
+-- The next block index counter name's sequence hands out.
+CREATE FUNCTION idgen_registry._counter_next(name text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $next$
+DECLARE
+    n bigint;
+BEGIN
+    EXECUTE pg_catalog.format('SELECT CASE WHEN s.is_called THEN s.last_value + 1 ELSE s.last_value END FROM %s AS s',
+                              idgen_registry._counter_seq(name)) INTO n;
+    RETURN n;
+END
+$next$;
+REVOKE ALL ON FUNCTION idgen_registry._counter_next(text) FROM PUBLIC;
+
+-- Counter k's line at t_ms, and the blocks past it any grant may reach (K above).
+CREATE FUNCTION idgen_registry._counter_line(k idgen_registry.counter, t_ms bigint)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $line$
+    SELECT k.anchor_block + pg_catalog.floor((t_ms - k.anchor_ms) / k.block_ms)::bigint
+$line$;
+REVOKE ALL ON FUNCTION idgen_registry._counter_line(idgen_registry.counter, bigint) FROM PUBLIC;
+
+CREATE FUNCTION idgen_registry._counter_burst(k idgen_registry.counter)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $burst$
+    SELECT pg_catalog.ceil(k.burst_ms / k.block_ms)::bigint
+$burst$;
+REVOKE ALL ON FUNCTION idgen_registry._counter_burst(idgen_registry.counter) FROM PUBLIC;
+
+-- How many blocks a counter has: its numbers are 0 to LEAST(62^width, 2^63) - 1.
+CREATE FUNCTION idgen_registry._counter_blocks(k idgen_registry.counter)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $blocks$
+    SELECT pg_catalog.ceil(LEAST(62::numeric ^ k.width, 9223372036854775807::numeric) / k.block_size)
+$blocks$;
+REVOKE ALL ON FUNCTION idgen_registry._counter_blocks(idgen_registry.counter) FROM PUBLIC;
+
+-- Moves the lines of counter p_only (NULL: every counter) whose anchor is older than their burst
+-- (at least a second) down to their next index, never above the line they replace; a row another
+-- transaction holds is passed over (a member that keeps a take open blocks no one: its anchor
+-- just stays where it was, which only costs a restore more skipped numbers).
+CREATE FUNCTION idgen_registry._counters_reanchor(now_ms bigint, p_only text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $reanchor$
+DECLARE
+    k idgen_registry.counter%ROWTYPE;
+BEGIN
+    FOR k IN SELECT * FROM idgen_registry.counter AS c
+              WHERE (p_only IS NULL OR c.name = p_only) AND now_ms - c.anchor_ms >= GREATEST(c.burst_ms, 1000)
+              FOR UPDATE SKIP LOCKED LOOP
+        UPDATE idgen_registry.counter AS c
+           SET anchor_block = LEAST(idgen_registry._counter_next(k.name), idgen_registry._counter_line(k, now_ms)),
+               anchor_ms = now_ms
+         WHERE c.name = k.name;
+    END LOOP;
+END
+$reanchor$;
+REVOKE ALL ON FUNCTION idgen_registry._counters_reanchor(bigint, text) FROM PUBLIC;
+
+-- At a new term (from _begin_term(), which holds the id_space row): each counter's next index
+-- goes to its line at at_ms (now plus the clock skew the registry allows between its hosts) plus
+-- K, above every index granted in any history of the state it holds; its anchor to the same line
+-- at at_ms. A row another transaction holds keeps its anchor (the sequence, which is what
+-- matters, is raised all the same).
+CREATE FUNCTION idgen_registry._counters_jump(at_ms bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $jump$
+DECLARE
+    k idgen_registry.counter%ROWTYPE;
+    n bigint;
+    line bigint;
+    to_ bigint;
+BEGIN
+    FOR k IN SELECT * FROM idgen_registry.counter LOOP
+        n := idgen_registry._counter_next(k.name);
+        line := idgen_registry._counter_line(k, at_ms);
+        to_ := line + idgen_registry._counter_burst(k) + 16;
+        IF to_ > n THEN
+            PERFORM pg_catalog.setval(idgen_registry._counter_seq(k.name), to_, false);
+            PERFORM FROM idgen_registry.counter AS c WHERE c.name = k.name FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE idgen_registry.counter AS c
+                   SET anchor_block = line, anchor_ms = at_ms,
+                       skipped = c.skipped + (to_ - n)::numeric * c.block_size
+                 WHERE c.name = k.name;
+            END IF;
+        END IF;
+    END LOOP;
+END
+$jump$;
+REVOKE ALL ON FUNCTION idgen_registry._counters_jump(bigint) FROM PUBLIC;
+
+-- For the registry's owner only: a counter of short codes of p_width base62 digits, handed out in
+-- blocks of p_block_size numbers, at most p_codes_per_second on average (a block each
+-- block_size / p_codes_per_second s, 10 ms with the defaults; at most 1,000 blocks a
+-- millisecond) in bursts of up to p_burst_ms worth.
+-- Pace it near the fleet's real need: a registry that lost its latest history skips the blocks
+-- the pace allowed meanwhile (docs/base62.md). Its first block starts at p_start.
+CREATE FUNCTION idgen_registry.create_counter(p_name text, p_width integer, p_block_size integer DEFAULT 1000,
+                                              p_codes_per_second integer DEFAULT 100000,
+                                              p_burst_ms integer DEFAULT 1000, p_start bigint DEFAULT 0)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $create$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    first_block bigint;
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^[a-z][a-z0-9_]{0,39}$' THEN
+        RAISE EXCEPTION 'counter name % is not one a counter can have', p_name
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lower-case letter, then up to 39 lower-case letters, digits or underscores, e.g. links.';
+    END IF;
+    IF p_codes_per_second IS NULL OR p_codes_per_second < 1 OR p_block_size IS NULL OR p_block_size < 1 THEN
+        RAISE EXCEPTION 'a counter needs a block size and a pace of at least 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_start IS NULL OR p_start < 0 OR p_start % p_block_size <> 0 THEN
+        RAISE EXCEPTION 'a counter starts at a whole block: % is not a multiple of the block size %', p_start, p_block_size
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    first_block := p_start / p_block_size;
+    INSERT INTO idgen_registry.counter (name, width, block_size, block_ms, burst_ms, anchor_block, anchor_ms)
+    VALUES (p_name, p_width, p_block_size,
+            GREATEST(pg_catalog.round(p_block_size::numeric * 1000 / p_codes_per_second, 6), 0.001), p_burst_ms,
+            first_block, now_ms);
+    EXECUTE pg_catalog.format('CREATE SEQUENCE %s AS bigint MINVALUE 0 START %s NO CYCLE',
+                              idgen_registry._counter_seq(p_name), first_block);
+    EXECUTE pg_catalog.format('REVOKE ALL ON SEQUENCE %s FROM PUBLIC', idgen_registry._counter_seq(p_name));
+END
+$create$;
+REVOKE ALL ON FUNCTION idgen_registry.create_counter(text, integer, integer, integer, integer, bigint) FROM PUBLIC;
+
+-- Blocks of counter p_counter for the caller (a member of idgen_fleet): up to p_blocks
+-- consecutive ones (1 to 64: a server that issues fast asks for more at once), as one row,
+--   outcome 'granted'       numbers first_number to end_number - 1, to be encoded in width digits
+--           'no_counter'    the registry has no counter of that name
+--           'rate_limited'  the counter's pace allows the next block at retry_at_ms (the
+--                           registry's clock): just after a new term, or a fleet taking blocks
+--                           faster than the counter was created for
+--           'exhausted'     every number of the counter's width was handed out
+--   registry_term, term_cause: the registry's term, as claim() says it.
+-- It locks nothing a member can hold up: each index is a nextval, and the anchor's row is passed
+-- over when another transaction holds it. Fewer blocks than asked come where the pace allows
+-- fewer, or where another take's index falls between two (the grant stops there; that index is
+-- skipped).
+CREATE FUNCTION idgen_registry.take_block(p_counter text, p_blocks integer DEFAULT 1)
+RETURNS TABLE (outcome text, first_number bigint, end_number bigint, width integer, block_size integer,
+               retry_at_ms bigint, registry_now_ms bigint, registry_term bigint, term_cause text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $take$
+DECLARE
+    now_ms bigint := pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000);
+    term record;
+    k idgen_registry.counter%ROWTYPE;
+    n bigint;
+    allowed bigint;
+    idx bigint;
+    first_idx bigint;
+    last_idx bigint;
+BEGIN
+    SELECT * INTO term FROM idgen_registry._term(now_ms);
+    SELECT * INTO k FROM idgen_registry.counter AS c WHERE c.name = p_counter;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'no_counter'::text, NULL::bigint, NULL::bigint, NULL::integer, NULL::integer,
+            NULL::bigint, now_ms, term.word, term.cause;
+        RETURN;
+    END IF;
+    allowed := idgen_registry._counter_line(k, now_ms) + idgen_registry._counter_burst(k);
+    FOR i IN 1 .. LEAST(GREATEST(coalesce(p_blocks, 1), 1), 64) LOOP
+        n := idgen_registry._counter_next(k.name);
+        EXIT WHEN n >= allowed;
+        idx := pg_catalog.nextval(idgen_registry._counter_seq(k.name));
+        -- Too many takes raced past the check above, or another take's index came between
+        -- two of this one: this index is skipped, never granted.
+        EXIT WHEN idx >= allowed + 16 OR (last_idx IS NOT NULL AND idx <> last_idx + 1);
+        EXIT WHEN idx >= idgen_registry._counter_blocks(k);
+        first_idx := coalesce(first_idx, idx);
+        last_idx := idx;
+    END LOOP;
+    IF first_idx IS NULL THEN
+        IF idx IS NOT NULL AND idx >= idgen_registry._counter_blocks(k) THEN
+            RETURN QUERY SELECT 'exhausted'::text, NULL::bigint, NULL::bigint, k.width, k.block_size,
+                NULL::bigint, now_ms, term.word, term.cause;
+        ELSE
+            RETURN QUERY SELECT 'rate_limited'::text, NULL::bigint, NULL::bigint, k.width, k.block_size,
+                now_ms + pg_catalog.ceil((GREATEST(n, coalesce(idx, n)) - allowed + 1) * k.block_ms)::bigint, now_ms, term.word, term.cause;
+        END IF;
+        RETURN;
+    END IF;
+    PERFORM idgen_registry._counters_reanchor(now_ms, k.name);
+    RETURN QUERY SELECT 'granted'::text, first_idx * k.block_size,
+        LEAST((last_idx::numeric + 1) * k.block_size, LEAST(62::numeric ^ k.width, 9223372036854775807::numeric))::bigint,
+        k.width, k.block_size, NULL::bigint, now_ms, term.word, term.cause;
+END
+$take$;
+REVOKE ALL ON FUNCTION idgen_registry.take_block(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry.take_block(text, integer) TO idgen_fleet;
+
+-- The counters, for people: where each stands.
+CREATE VIEW idgen_registry.counters AS
+SELECT k.name, k.width, k.block_size,
+       pg_catalog.round(k.block_size * 1000.0 / k.block_ms) AS codes_per_second,
+       idgen_registry._counter_next(k.name)::numeric * k.block_size AS next_number,
+       k.skipped, k.created_at
+  FROM idgen_registry.counter AS k;
+REVOKE ALL ON TABLE idgen_registry.counters FROM PUBLIC;
 
 -- The term it is installed in, which follows no other (no hold-off), on this server, its data and
 -- its start as they are now.

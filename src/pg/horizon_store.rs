@@ -20,6 +20,8 @@ use pgrx::pg_sys;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use wal::flush_all as flush_wal;
+
 /// Relative to the data directory, which is every Postgres process's working directory.
 pub const HORIZON_FILE: &str = horizon::FILE;
 
@@ -502,6 +504,18 @@ mod wal {
             lsn
         };
         wait_for_synchronous_standbys(lsn)
+    }
+
+    /// Waits for everything written to the WAL so far to be flushed, and confirmed by the
+    /// synchronous standbys, as `log_horizon` does for its own record: worker_code_next()'s
+    /// block of a sequence is durable, as a horizon is, before a code of it is handed out.
+    pub fn flush_all() -> std::io::Result<()> {
+        let written = unsafe {
+            let end = pg_sys::GetXLogInsertRecPtr();
+            pg_sys::XLogFlush(end);
+            end
+        };
+        wait_for_synchronous_standbys(written)
     }
 
     fn synchronous_standbys_named() -> bool {

@@ -19,4 +19,6 @@ pub mod registry;
 pub mod registry_client;
 pub mod settings;
 pub mod shared;
+pub mod short_codes;
 pub mod timestamps;
+pub mod worker_codes;

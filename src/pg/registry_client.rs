@@ -1,4 +1,4 @@
-//! The registry's client side: its two calls, `idgen_registry.claim()` and `release()`, over
+//! The registry's client side: its calls, `idgen_registry.claim()`, `release()` and `take_block()`, over
 //! `libpq` (asynchronous, so that a registry that stops answering costs the lease worker a
 //! deadline, never a hang), and nothing of shared memory.
 
@@ -163,6 +163,33 @@ impl Registry {
             .map_err(|f| failure_of(f, "release"))
     }
 
+    /// Asks for `blocks` consecutive blocks of counter `counter` at once
+    /// (`idgen_registry.take_block()`; it may grant fewer).
+    pub fn take_block(
+        &mut self,
+        counter: &str,
+        blocks: u32,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<BlockReply, Failure> {
+        self.connect(stop)?;
+        let params = [Some(counter.to_string()), Some(blocks.to_string())];
+        let result = self
+            .conn
+            .call(
+                c"SELECT * FROM idgen_registry.take_block(p_counter => $1, p_blocks => $2::integer)",
+                &params,
+                CALL_DEADLINE,
+                stop,
+                |rows| Ok(read_block(rows)),
+            )
+            .map_err(|f| failure_of(f, "block"))
+            .and_then(|r| r);
+        if result.as_ref().is_err_and(|f| !f.misconfigured) {
+            self.conn.close();
+        }
+        result
+    }
+
     /// Opens the connection unless it is open (each claim and release does so first).
     pub fn connect(&mut self, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
         // Defaults first, so that the connection string (expanded from dbname) can override
@@ -304,4 +331,58 @@ fn read_reply(rows: &Rows, max_worker: u64) -> Result<Reply, Failure> {
         term: number(c"registry_term"),
         granted,
     })
+}
+
+/// What `idgen_registry.take_block()` answered.
+#[derive(Debug)]
+pub struct BlockReply {
+    pub outcome: String,
+    pub first: u64,
+    pub end: u64,
+    pub width: u32,
+    pub block_size: u64,
+    /// When the counter's pace allows the next block, and the registry's clock as it answered
+    /// (Unix ms).
+    pub retry_at_ms: u64,
+    pub registry_now_ms: u64,
+}
+
+fn read_block(rows: &Rows) -> Result<BlockReply, Failure> {
+    if rows.count() != 1 {
+        return Err(Failure::plain(
+            "the registry's take_block() returned no row",
+        ));
+    }
+    let mut missing = None;
+    let mut text = |name: &CStr| -> Option<String> {
+        match rows.column(name) {
+            Some(col) => rows.text(0, col),
+            None => {
+                missing = Some(name.to_string_lossy().into_owned());
+                None
+            }
+        }
+    };
+    let outcome = text(c"outcome").unwrap_or_default();
+    let mut number = |name: &CStr| -> u64 {
+        text(name)
+            .and_then(|t| t.parse::<i64>().ok())
+            .map_or(0, |n| n.max(0) as u64)
+    };
+    let reply = BlockReply {
+        first: number(c"first_number"),
+        end: number(c"end_number"),
+        width: number(c"width") as u32,
+        block_size: number(c"block_size"),
+        retry_at_ms: number(c"retry_at_ms"),
+        registry_now_ms: number(c"registry_now_ms"),
+        outcome: lease::printable(&outcome),
+    };
+    if let Some(name) = missing {
+        return Err(Failure {
+            message: format!("the registry's idgen_registry.take_block() answers no column {name}: install the sql/registry/idgen_registry.sql of this idgen version there"),
+            misconfigured: true,
+        });
+    }
+    Ok(reply)
 }

@@ -3,6 +3,7 @@
 //! imports another.
 
 pub mod base62;
+pub mod short_code;
 pub mod snowflake;
 pub mod uuid7;
 

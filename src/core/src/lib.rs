@@ -16,7 +16,9 @@
 //! - [`key_file`]: how the base62 key file is opened and checked;
 //! - [`hosts`]: the hosts of a multi-host libpq connection string, one connect deadline each;
 //! - [`lease`]: what a worker-id registry's answer means for a server;
-//! - [`peers`]: a Citus node's check of its worker id against the other nodes', with no registry.
+//! - [`peers`]: a Citus node's check of its worker id against the other nodes', with no registry;
+//! - [`short_code`]: a fleet's short codes: blocks from the registry, or numbers that carry the
+//!   worker id.
 
 pub mod base62;
 pub mod horizon;
@@ -25,5 +27,6 @@ pub mod key_file;
 pub mod layout;
 pub mod lease;
 pub mod peers;
+pub mod short_code;
 pub mod snowflake;
 pub mod uuid7;

@@ -8,8 +8,11 @@
 //! registry's last error, the other holder) is read only on an error or by the status view.
 //!
 //! The wing's files: `state` (the shared memory backends read), `worker` (the lease worker's
-//! loop), `release` (the release at a clean shutdown); the libpq client is `registry_client`.
+//! loop), `release` (the release at a clean shutdown), `blocks` (the block worker, which takes
+//! blocks of the registry's counters for short_code_next()); the libpq client is
+//! `registry_client`.
 
+mod blocks;
 mod release;
 mod state;
 mod worker;
@@ -30,6 +33,16 @@ pub fn init() {
     }
     state::mark_configured();
     release::install();
+    // Blocks of the registry's counters, for short_code_next(): not on a standby, which issues
+    // no code; after promotion it takes blocks of its own.
+    BackgroundWorkerBuilder::new("idgen block worker")
+        .set_type("idgen block worker")
+        .set_library("idgen")
+        .set_function("idgen_block_worker")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
     match settings::worker_mode() {
         Some(_) => BackgroundWorkerBuilder::new("idgen lease worker")
             .set_type("idgen lease worker")

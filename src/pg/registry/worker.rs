@@ -255,7 +255,7 @@ pub extern "C-unwind" fn idgen_lease_worker(_arg: pg_sys::Datum) {
 /// and held up the server's shutdown.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
-fn stopping() -> bool {
+pub(super) fn stopping() -> bool {
     if BackgroundWorker::sigterm_received() {
         STOPPING.store(true, Ordering::Relaxed);
     }
@@ -264,7 +264,7 @@ fn stopping() -> bool {
 
 /// Waits on the latch; false once the worker must stop (SIGTERM, now or before, or the
 /// postmaster gone).
-fn wait(timeout: Duration) -> bool {
+pub(super) fn wait(timeout: Duration) -> bool {
     if !BackgroundWorker::wait_latch(Some(timeout)) {
         STOPPING.store(true, Ordering::Relaxed);
     }
@@ -276,7 +276,7 @@ fn wait(timeout: Duration) -> bool {
 /// (pg_terminate_backend, kill) must not leave the server without renewals.
 // proc_exit() never returns; the bindings say so for some versions only.
 #[allow(unreachable_code)]
-fn exit_for_restart() -> ! {
+pub(super) fn exit_for_restart() -> ! {
     unsafe { pg_sys::proc_exit(1) };
     unreachable!("proc_exit returned")
 }
