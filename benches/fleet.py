@@ -12,6 +12,9 @@ everything it started, also on Ctrl-C or failure. --clash gives the second publi
 one's worker id: the run must then report the clash and exit non-zero. --auto starts a worker-id
 registry too (sql/registry/idgen_registry.sql, on a server of its own) and gives every publisher
 idgen.worker_id = auto: each leases a free worker id, and the report names the ids they got.
+Every row carries a short code as well (short_code_next() from the registry's counter with --auto,
+worker_code_next() otherwise), unique at the subscriber: the report counts them and the numbers
+left unused.
 
 Runs as the postgres user with PG_BIN naming the server build (benches/fleet sets both up).
 usage: fleet.py [--publishers N] [--seconds S] [--clients C] [--clash | --auto] [--out DIR]
@@ -35,12 +38,32 @@ ROOT = os.path.dirname(HERE)
 CAP_PER_S = 4_096_000
 WATCH_SQL = os.path.join(ROOT, "sql", "fleet", "idgen_fleet_watch.sql")
 REGISTRY_SQL = os.path.join(ROOT, "sql", "registry", "idgen_registry.sql")
+# A short code per row too, unique at the subscriber: from the registry's counter `events` with
+# --auto (short_code_next()), else from each publisher's own sequence beside its worker id
+# (worker_code_next()).
+REGISTRY_CODE = "short_code_next('events')"
+WORKER_CODE = "worker_code_next('event_codes', 8)"
 PUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_next(),
                                     u uuid NOT NULL UNIQUE DEFAULT uuid_v7(),
+                                    code text COLLATE "C" NOT NULL UNIQUE DEFAULT {code},
                                     publisher int NOT NULL,
                                     made timestamptz NOT NULL DEFAULT clock_timestamp())"""
-SUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY, u uuid NOT NULL UNIQUE, publisher int NOT NULL,
-                                    made timestamptz NOT NULL)"""
+SUB_TABLE = """CREATE TABLE events (id bigint PRIMARY KEY, u uuid NOT NULL UNIQUE,
+                                    code text COLLATE "C" NOT NULL UNIQUE,
+                                    publisher int NOT NULL, made timestamptz NOT NULL)"""
+DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def decode(code):
+    n = 0
+    for ch in code:
+        n = n * 62 + DIGITS.index(ch)
+    return n
+
+
+def unused(numbers):
+    """The numbers missing between the lowest and the highest of a set of distinct numbers."""
+    return max(numbers) - min(numbers) + 1 - len(numbers) if numbers else 0
 LOAD = "INSERT INTO events (publisher) VALUES (:publisher);\n"
 
 
@@ -137,6 +160,7 @@ def start_registry(base, servers, n, skew_ms):
     for i in range(n):
         reg.q(f"CREATE ROLE fleet{i + 1} LOGIN IN ROLE idgen_fleet", db="registry")
     reg.q(f"UPDATE idgen_registry.clock SET max_clock_skew_ms = {skew_ms}", db="registry")
+    reg.q("SELECT idgen_registry.create_counter('events', 8)", db="registry")
     return reg
 
 
@@ -177,7 +201,8 @@ def _run(args, base, signals, servers, loads):
             c.with_fake_clock(live=False)
             c.clock.set(f"{skew:+.3f}")
         c.start()
-        c.q("CREATE EXTENSION idgen", PUB_TABLE, "CREATE PUBLICATION fleet FOR TABLE events")
+        c.q("CREATE EXTENSION idgen", "CREATE SEQUENCE event_codes INCREMENT 100",
+            PUB_TABLE.format(code=REGISTRY_CODE if reg else WORKER_CODE), "CREATE PUBLICATION fleet FOR TABLE events")
         if reg:
             worker_id = leased_worker_id(c, signals)
         pubs.append((c, worker_id, skew))
@@ -228,6 +253,18 @@ def _run(args, base, signals, servers, loads):
 
     log = sub.log()
     conflicts = log.count("duplicate key value violates unique constraint")
+    # The codes that arrived: none twice (the subscriber's UNIQUE would have refused it, a
+    # conflict), and the numbers left unused: the registry's blocks' rests and backends' unused
+    # numbers, or each publisher's sequence blocks' rests (per worker id).
+    numbers = [decode(r[0]) for r in sub.q("SELECT code FROM events")]
+    distinct_codes = len(set(numbers))
+    if reg:
+        gaps = unused(set(numbers))
+    else:
+        per_worker = {}
+        for number in numbers:
+            per_worker.setdefault(number % 1024, set()).add(number // 1024)
+        gaps = sum(unused(v) for v in per_worker.values())
     clashes = sub.q("SELECT worker_id, first_origin, origin FROM idgen_fleet.clashes ORDER BY worker_id, origin")
     # Order per worker id, in the order the subscriber applied the rows (xmin: each apply worker
     # applies its publisher's commits in commit order). One client per publisher issues and
@@ -281,6 +318,10 @@ def _run(args, base, signals, servers, loads):
               f"- the subscriber's apply, all subscriptions enabled at once after the load: {arrived:,} rows in "
               f"{apply_s:.1f} s, {arrived / apply_s:,.0f} rows/s, with the clash watch "
               + ("on" if args.watch else "off"),
+              f"- short codes (`{REGISTRY_CODE if reg else WORKER_CODE}`): {distinct_codes:,} distinct of "
+              f"{len(numbers):,} rows; {gaps:,} numbers unused within their span "
+              + ("(the rests of blocks the registry granted and of backends' shares of them)" if reg
+                 else "(per worker id: the rests of the blocks backends took of their sequences)"),
               f"- worker-id clashes seen by idgen_fleet.watch: {len(clashes)}"
               + "".join(f"; worker id {w}: {a} and {b}" for w, a, b in clashes),
               f"- per worker id, ids out of apply (commit) order: {inversions}",
@@ -294,7 +335,8 @@ def _run(args, base, signals, servers, loads):
         distinct = len({w for _, w, _ in pubs})
         lines.append(f"- worker ids leased from the registry (idgen.worker_id = auto): "
                      f"{', '.join(str(w) for _, w, _ in pubs)} ({distinct} distinct)")
-    ok = arrived == sum(made) and conflicts == 0 and not clashes and len({w for _, w, _ in pubs}) == n
+    ok = (arrived == sum(made) and conflicts == 0 and not clashes and len({w for _, w, _ in pubs}) == n
+          and distinct_codes == len(numbers) == arrived)
     verdict = (f"fleet: {n} publishers, {arrived:,} rows, {conflicts} conflicts, {len(clashes)} clashes"
                + ("" if ok else " - FAILED"))
     text = "\n".join(lines + ["", verdict])

@@ -112,7 +112,7 @@ class Registry:
         self.locked_by = None
         self.id_space = None
         self.begun = False  # this start's term begun (its term sequences set)
-        self.procs = []
+        self.procs = []  # its calls in flight, each with its pace (the chance it runs a statement a ms)
 
     def now(self):
         return self.world.ms + self.offset
@@ -292,10 +292,6 @@ def hold_off(w, reg, txn):
     yield from end(w, reg, txn)
 
 
-def start(reg, proc, txn):
-    reg.procs.append((proc, txn))
-
-
 def run_schedule(seed, v, counts=None):
     """One schedule; None, or the first block granted twice. counts, a dict, counts what it met."""
     rnd = random.Random(seed)
@@ -416,11 +412,13 @@ def run_schedule(seed, v, counts=None):
         for _ in range(n_new):
             tx = txn("t")
             calls.append((take(w, reg, tx), tx))
-        procs = reg.procs + calls
+        # each call's pace: the schedule's, or now and then one stalled between its statements
+        procs = reg.procs + [(proc, 0.02 if rnd.random() < (0.3 if tx.name[0] == "h" else 0.05) else step_p)
+                             for proc, tx in calls]
         rnd.shuffle(procs)
         reg.procs = []
         for p in procs:
-            if step_p == 1.0 or rnd.random() < step_p:
+            if p[1] == 1.0 or rnd.random() < p[1]:
                 try:
                     next(p[0])
                 except StopIteration:

@@ -53,6 +53,9 @@ def test_four_publishers_merge_with_no_conflict_and_in_order(tmp_path):
     assert [(p, w) for p, w, _, _ in rows] == [("1", "1"), ("2", "2"), ("3", "3"), ("4", "4")]
     assert all(made == arrived and made != "0" for _, _, made, arrived in rows), rows
     assert "per worker id, ids out of apply (commit) order: 0" in done.stdout
+    codes = re.search(r"short codes \(`worker_code_next\('event_codes', 8\)`\): ([\d,]+) distinct of ([\d,]+) rows",
+                      done.stdout)
+    assert codes and codes.group(1) == codes.group(2) == m.group(1), done.stdout
     late = int(re.search(r"out of time order by at most (\d+) ms", done.stdout).group(1))
     assert late <= 4000 + 100, f"rows by id are {late} ms out of time order, more than the clocks' skew"
     assert (tmp_path / "out" / "fleet.md").read_text().strip().endswith(verdict)
@@ -71,6 +74,9 @@ def test_five_publishers_with_auto_worker_ids_from_a_registry_merge_with_no_conf
     assert len(rows) == 5 and len({w for _, w, _, _ in rows}) == 5, rows
     assert all(made == arrived and made != "0" for _, _, made, arrived in rows), rows
     assert "(5 distinct)" in done.stdout
+    codes = re.search(r"short codes \(`short_code_next\('events'\)`\): ([\d,]+) distinct of ([\d,]+) rows",
+                      done.stdout)
+    assert codes and codes.group(1) == codes.group(2) == m.group(1), done.stdout
     assert running_postmasters(tmp_path / "servers") == []
 
 

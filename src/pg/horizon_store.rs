@@ -511,11 +511,35 @@ mod wal {
     /// block of a sequence is durable, as a horizon is, before a code of it is handed out.
     pub fn flush_all() -> std::io::Result<()> {
         let written = unsafe {
-            let end = pg_sys::GetXLogInsertRecPtr();
+            let end = end_of_inserted(
+                pg_sys::GetXLogInsertRecPtr(),
+                pg_sys::wal_segment_size as u64,
+            );
             pg_sys::XLogFlush(end);
             end
         };
         wait_for_synchronous_standbys(written)
+    }
+
+    /// The end of the WAL inserted so far, from the insert position. At the start of a page
+    /// that position lies past the page's header, which is not written until the next record
+    /// is: flushing up to it fails ("xlog flush request … is not satisfied"). The end of what
+    /// was inserted is then the page's start (as PostgreSQL's XLogBytePosToEndRecPtr() says).
+    pub(super) fn end_of_inserted(insert: u64, segment_size: u64) -> u64 {
+        let align = |n: usize| n.div_ceil(8) as u64 * 8;
+        let short = align(size_of::<pg_sys::XLogPageHeaderData>());
+        let long = align(size_of::<pg_sys::XLogLongPageHeaderData>());
+        let page = u64::from(pg_sys::XLOG_BLCKSZ);
+        let header = if segment_size > 0 && insert % segment_size < page {
+            long // a segment's first page
+        } else {
+            short
+        };
+        if insert % page == header {
+            insert - header
+        } else {
+            insert
+        }
     }
 
     fn synchronous_standbys_named() -> bool {
@@ -622,7 +646,20 @@ mod wal {
 
     #[cfg(test)]
     mod tests {
-        use super::main_data;
+        use super::{end_of_inserted, main_data};
+
+        #[test]
+        fn the_end_of_the_inserted_wal_is_a_pages_start_where_the_insert_position_is_past_its_header(
+        ) {
+            let segment = 16 << 20;
+            // within a page: the position itself
+            assert_eq!(end_of_inserted(0x0233_1F40, segment), 0x0233_1F40);
+            // just past a page's short header (24 bytes) and a segment's long one (40)
+            assert_eq!(end_of_inserted(0x0233_2018, segment), 0x0233_2000);
+            assert_eq!(end_of_inserted(0x0300_0028, segment), 0x0300_0000);
+            // a segment's first page has the long header only
+            assert_eq!(end_of_inserted(0x0300_0018, segment), 0x0300_0018);
+        }
 
         #[test]
         fn a_record_without_main_data_reads_as_empty() {
