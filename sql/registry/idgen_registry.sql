@@ -185,8 +185,12 @@ CREATE SEQUENCE idgen_registry.incarnation MINVALUE 0 MAXVALUE 92233720368547758
 CREATE SEQUENCE idgen_registry.started MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
 CREATE SEQUENCE idgen_registry.hold_off_until MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
 CREATE SEQUENCE idgen_registry.term_cause MINVALUE 0 MAXVALUE 4 START 0;
+-- counters_term: the term whose move of the counters (_counters_jump()) is done. A term is begun
+-- (the term sequence set) before its counters are moved, and a take grants nothing while the two
+-- differ; a move cut short (an error, a cancel) is done again by the next call that finds them so.
+CREATE SEQUENCE idgen_registry.counters_term MINVALUE 0 MAXVALUE 9223372036854775807 START 0;
 REVOKE ALL ON SEQUENCE idgen_registry.term, idgen_registry.incarnation, idgen_registry.started,
-    idgen_registry.hold_off_until, idgen_registry.term_cause FROM PUBLIC;
+    idgen_registry.hold_off_until, idgen_registry.term_cause, idgen_registry.counters_term FROM PUBLIC;
 
 -- This server's timeline, the data's identity and the postmaster's start, as the sequences above
 -- record them.
@@ -224,6 +228,9 @@ DECLARE
     known_ms bigint;
     until_ms bigint;
 BEGIN
+    -- One term begins at a time (the owner's hold_off() too): the id_space row, which no member
+    -- can lock.
+    PERFORM FROM idgen_registry.id_space FOR UPDATE;
     SELECT * INTO here FROM idgen_registry._where();
     SELECT * INTO c FROM idgen_registry.clock;
     known_ms := GREATEST(c.changed_ms,
@@ -234,9 +241,13 @@ BEGIN
     -- Never before the hold-off of the term this one follows: a restart soon after a promotion
     -- knows no more of what the promotion lost than the promotion did.
     until_ms := GREATEST(until_ms, (SELECT s.last_value FROM idgen_registry.hold_off_until AS s));
-    -- Every counter first: past every block the history lost may have granted.
-    PERFORM idgen_registry._counters_jump(now_ms + c.max_clock_skew_ms);
     PERFORM pg_catalog.setval('idgen_registry.term', (here.timeline << 42) | now_ms);
+    -- Then every counter, past every block the history lost may have granted: after the term,
+    -- so that a take still running from before it (the owner's hold_off() under a live fleet)
+    -- either drew its blocks before the jump read the counter, or sees the new term at its end
+    -- and grants nothing (take_block()).
+    PERFORM idgen_registry._counters_jump(now_ms + c.max_clock_skew_ms);
+    PERFORM pg_catalog.setval('idgen_registry.counters_term', (here.timeline << 42) | now_ms);
     PERFORM pg_catalog.setval('idgen_registry.hold_off_until', until_ms);
     PERFORM pg_catalog.setval('idgen_registry.term_cause', cause);
     PERFORM pg_catalog.setval('idgen_registry.incarnation', here.incarnation);
@@ -277,6 +288,14 @@ BEGIN
         IF new_cause IS NOT NULL THEN
             PERFORM idgen_registry._begin_term(now_ms, new_cause);
             word := (SELECT s.last_value FROM idgen_registry.term AS s);
+        END IF;
+    END IF;
+    -- A term whose move of the counters was cut short: done again, once.
+    IF (SELECT s.last_value FROM idgen_registry.counters_term AS s) <> word THEN
+        PERFORM FROM idgen_registry.id_space FOR UPDATE;
+        IF (SELECT s.last_value FROM idgen_registry.counters_term AS s) <> word THEN
+            PERFORM idgen_registry._counters_jump(now_ms + (SELECT c.max_clock_skew_ms FROM idgen_registry.clock AS c));
+            PERFORM pg_catalog.setval('idgen_registry.counters_term', word);
         END IF;
     END IF;
     -- Each answer keeps the counters' anchors fresh (a restore then skips less).
@@ -1064,19 +1083,27 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $jump$
 DECLARE
+    name_ text;
     k idgen_registry.counter%ROWTYPE;
+    locked boolean;
     n bigint;
     line bigint;
     to_ bigint;
 BEGIN
-    FOR k IN SELECT * FROM idgen_registry.counter LOOP
+    FOR name_ IN SELECT c.name FROM idgen_registry.counter AS c LOOP
+        -- The row as it stands now, locked (a re-anchor committed meanwhile is seen); where
+        -- another transaction holds it, as last committed, which only errs high.
+        SELECT * INTO k FROM idgen_registry.counter AS c WHERE c.name = name_ FOR UPDATE SKIP LOCKED;
+        locked := FOUND;
+        IF NOT locked THEN
+            SELECT * INTO k FROM idgen_registry.counter AS c WHERE c.name = name_;
+        END IF;
         n := idgen_registry._counter_next(k.name);
         line := idgen_registry._counter_line(k, at_ms);
         to_ := line + idgen_registry._counter_burst(k) + 16;
         IF to_ > n THEN
             PERFORM pg_catalog.setval(idgen_registry._counter_seq(k.name), to_, false);
-            PERFORM FROM idgen_registry.counter AS c WHERE c.name = k.name FOR UPDATE SKIP LOCKED;
-            IF FOUND THEN
+            IF locked THEN
                 UPDATE idgen_registry.counter AS c
                    SET anchor_block = line, anchor_ms = at_ms,
                        skipped = c.skipped + (to_ - n)::numeric * c.block_size
@@ -1159,6 +1186,13 @@ DECLARE
     first_idx bigint;
     last_idx bigint;
 BEGIN
+    -- Each statement below must see what others committed before it (the re-read after the
+    -- draws): a snapshot held from the transaction's start would see an old line.
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'take_block() runs at READ COMMITTED only, not %', pg_catalog.current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state',
+                  HINT = 'Call it in a transaction of the default isolation level (idgen''s block worker does).';
+    END IF;
     SELECT * INTO term FROM idgen_registry._term(now_ms);
     SELECT * INTO k FROM idgen_registry.counter AS c WHERE c.name = p_counter;
     IF NOT FOUND THEN
@@ -1188,6 +1222,20 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    -- A re-anchor committed while the draws ran lowered the line they were checked against:
+    -- the grant stops below the line as it stands now (the rest is skipped, never granted).
+    SELECT * INTO k FROM idgen_registry.counter AS c WHERE c.name = p_counter;
+    last_idx := LEAST(last_idx, idgen_registry._counter_line(k, now_ms) + idgen_registry._counter_burst(k) + 15);
+    -- A new term begun while this take ran (the owner's hold_off()), or whose move of the
+    -- counters is not done, may have read the counter before these indexes were drawn: they are
+    -- skipped, never granted.
+    IF last_idx < first_idx
+       OR (SELECT s.last_value FROM idgen_registry.term AS s) <> term.word
+       OR (SELECT s.last_value FROM idgen_registry.counters_term AS s) <> term.word THEN
+        RETURN QUERY SELECT 'rate_limited'::text, NULL::bigint, NULL::bigint, k.width, k.block_size,
+            now_ms + 1, now_ms, term.word, term.cause;
+        RETURN;
+    END IF;
     PERFORM idgen_registry._counters_reanchor(now_ms, k.name);
     RETURN QUERY SELECT 'granted'::text, first_idx * k.block_size,
         LEAST((last_idx::numeric + 1) * k.block_size, LEAST(62::numeric ^ k.width, 9223372036854775807::numeric))::bigint,
@@ -1214,6 +1262,7 @@ DECLARE
 BEGIN
     SELECT * INTO here FROM idgen_registry._where();
     PERFORM pg_catalog.setval('idgen_registry.term', here.timeline << 42);
+    PERFORM pg_catalog.setval('idgen_registry.counters_term', here.timeline << 42);
     PERFORM pg_catalog.setval('idgen_registry.incarnation', here.incarnation);
     PERFORM pg_catalog.setval('idgen_registry.started', here.started_ms);
 END
