@@ -341,7 +341,11 @@ def test_the_same_names_signatures_and_labels(both, pg_major):
                       "snowflake_convert_column(tbl regclass, col name, drop_sequence boolean)",
                       "uuid_v7_convert_column(tbl regclass, col name)",
                       # moving from another generator (0.3.0): the extension's (docs/layouts.md)
-                      "snowflake_raise_floor(after_id bigint)"}
+                      "snowflake_raise_floor(after_id bigint)",
+                      # short codes across a fleet (0.3.0): the extension's, which takes blocks in
+                      # a background worker and flushes the WAL (docs/base62.md)
+                      "short_code_next(counter text)", "worker_code_next(counter regclass, width integer)",
+                      "idgen_short_code_status()"}
     if pg_major < 18:
         only_extension |= {"uuidv7()", "uuid_extract_timestamp(id uuid)"}
     assert set(ext) - set(port) == only_extension

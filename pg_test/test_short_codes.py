@@ -149,8 +149,15 @@ def test_two_servers_without_a_registry_write_distinct_codes_that_carry_their_wo
     for batch, worker in zip(made, [1, 1, 1, 2, 2, 2], strict=True):
         assert {decode(code) % 1024 for code in batch} == {worker}
         assert all(len(code) == 6 for code in batch)
-    # both sequences start at 1: the first codes are 1 * 1,024 + the worker id
-    assert [decode(made[0][0]), decode(made[3][0])] == [1025, 1026]
+    # both sequences start at 1: a block is the numbers up to the value nextval gave, so the
+    # first is 0 and 1, and the first codes are 0 * 1,024 + the worker id
+    assert [decode(made[0][0]), decode(made[3][0])] == [1, 2]
+    # an increment lowered between two blocks: the blocks still tile, no code twice
+    c = servers[0]
+    before = [r[0] for r in c.q("SELECT worker_code_next('link_codes', 6) FROM generate_series(1, 30)")]
+    c.q("ALTER SEQUENCE link_codes INCREMENT 10")
+    after = [r[0] for r in c.q("SELECT worker_code_next('link_codes', 6) FROM generate_series(1, 30)")]
+    all_distinct(*made, before, after)
 
 
 def test_a_crashed_server_never_reissues_a_worker_code_it_handed_out_in_a_transaction_that_never_committed(
@@ -161,8 +168,9 @@ def test_a_crashed_server_never_reissues_a_worker_code_it_handed_out_in_a_transa
     c = cluster_factory("w", worker_id=7, conf=["wal_writer_delay = '10s'"])
     c.q("CREATE EXTENSION idgen")
     c.q("CREATE SEQUENCE link_codes INCREMENT 100")
-    # 33 blocks: the 33 nextvals the first one logged (32 ahead), so the next one writes a WAL record
-    c.q("SELECT worker_code_next('link_codes') FROM generate_series(1, 3300)")
+    # 33 blocks (the first holds 0 and 1, the 32 others 100 each): the 33 nextvals the first one
+    # logged (32 ahead), so that the next one writes a WAL record
+    c.q("SELECT worker_code_next('link_codes') FROM generate_series(1, 3202)")
     conn = c.connect()
     conn.autocommit = False
     with conn.cursor() as cur:
@@ -304,6 +312,9 @@ def test_short_code_errors_name_the_way_out(cluster_factory, registry):
     fails(plain, "SELECT worker_code_next('down')", "22023", "counts down or cycles")
     plain.q("CREATE SEQUENCE s")
     fails(plain, "SELECT worker_code_next('s', 12)", "22023", "width 12")
+    plain.q("CREATE UNLOGGED SEQUENCE u")
+    fails(plain, "SELECT worker_code_next('u')", "22023", "temporary or unlogged")
+    fails(plain, "CREATE TEMP SEQUENCE t; SELECT worker_code_next('t')", "22023", "temporary or unlogged")
     plain.q("SELECT setval('s', 55468980)")
     fails(plain, "SELECT worker_code_next('s', 6)", "22003", "past the 55468980 codes of 6 digits")
     labels = dict(plain.q("SELECT proname, provolatile::text || proparallel::text FROM pg_proc "

@@ -1237,6 +1237,10 @@ BEGIN
         RETURN;
     END IF;
     PERFORM idgen_registry._counters_reanchor(now_ms, k.name);
+    -- The grant is durable before it is answered: the commit then flushes the WAL (and waits for
+    -- synchronous standbys) even where this call's nextvals wrote none (values another call
+    -- logged ahead, whose transaction may not have committed).
+    PERFORM pg_catalog.pg_current_xact_id();
     RETURN QUERY SELECT 'granted'::text, first_idx * k.block_size,
         LEAST((last_idx::numeric + 1) * k.block_size, LEAST(62::numeric ^ k.width, 9223372036854775807::numeric))::bigint,
         k.width, k.block_size, NULL::bigint, now_ms, term.word, term.cause;

@@ -199,7 +199,9 @@ impl Registry {
             (c"application_name", self.application_name.as_c_str()),
             // A lease must survive the registry's crash: its commit is flushed whatever the
             // registry's default.
-            (c"options", c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s -c synchronous_commit=on"),
+            // READ COMMITTED whatever the registry's default: take_block() re-reads what others
+            // committed after its draws, and runs at no other level.
+            (c"options", c"-c statement_timeout=5s -c lock_timeout=3s -c idle_in_transaction_session_timeout=10s -c synchronous_commit=on -c default_transaction_isolation=read\\ committed"),
             (c"dbname", self.conninfo.as_c_str()),
         ];
         self.conn

@@ -220,7 +220,14 @@ fn find_or_add(counters: &mut Counters, name: &str) -> Option<usize> {
     {
         return Some(i);
     }
-    let i = counters.slots.iter().position(|s| !s.used)?;
+    // A free slot, else one of a counter that never had a block and failed (a name the
+    // registry lacks): no role fills the table with made-up names for good.
+    let i = counters.slots.iter().position(|s| !s.used).or_else(|| {
+        counters
+            .slots
+            .iter()
+            .position(|s| s.failing && s.blocks.blocks_taken == 0)
+    })?;
     let slot = &mut counters.slots[i];
     *slot = Slot::default();
     slot.used = true;
@@ -327,6 +334,8 @@ pub fn record(name: &str, answer: Answer, took_us: u64) -> Option<String> {
                 let text = format!("the registry's counter {name} now makes codes of {width} digits, and this server issued codes of {} digits of it: restart the server to take up the new width", slot.width);
                 slot.set_text(&text);
                 slot.wanted = false;
+                // Not asked again for a minute: each answer would throw blocks away.
+                slot.retry_at_ms = clock::now_unix_ms() + 60_000;
                 return Some(text);
             }
             match slot.blocks.add(block) {
@@ -367,7 +376,10 @@ pub fn record(name: &str, answer: Answer, took_us: u64) -> Option<String> {
             None
         }
         Answer::Refused(text) => {
+            // Asked again only when a backend asks again (a counter the registry lacks costs
+            // the registry nothing while nobody calls for it).
             slot.failing = true;
+            slot.wanted = false;
             slot.set_text(&text);
             slot.retry_at_ms = clock::now_unix_ms() + 1000;
             None

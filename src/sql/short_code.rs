@@ -140,7 +140,9 @@ fn next_number(name: &[u8]) -> (u64, u32) {
 /// `width` digits: `nextval`'s value times the number of worker ids, plus this server's.
 #[pg_extern(volatile, strict, parallel_unsafe)]
 fn worker_code_next(counter: PgRelation, width: default!(i32, 7)) -> String {
-    let n = worker_codes::next(counter.oid(), counter.name(), width);
+    // SAFETY: an open relation's pg_class row.
+    let persistence = unsafe { (*counter.rd_rel).relpersistence } as u8;
+    let n = worker_codes::next(counter.oid(), counter.name(), persistence, width);
     code(n, width as u32)
 }
 

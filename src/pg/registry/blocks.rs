@@ -84,7 +84,7 @@ fn answer_of(name: &str, reply: crate::pg::registry_client::BlockReply) -> Answe
                     .clamp(1, 60_000),
         },
         "no_counter" => Answer::Refused(format!(
-            "the registry has no counter {name}: its owner creates it, e.g. SELECT idgen_registry.create_counter('{name}', 6)"
+            "the registry has no counter {name}: its owner creates it with idgen_registry.create_counter('{name}', <width>), and, where it existed before (lost with a restore of the registry from before it was created), with p_start above every code of it in use"
         )),
         "exhausted" => Answer::Refused(format!(
             "every code of counter {name}'s {} digits was handed out: create a wider counter",
